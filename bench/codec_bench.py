@@ -1,0 +1,243 @@
+"""Benchmark of the archive symbol codecs: bit-packed baseline vs chaos-game anchors.
+
+For A in (2, 16, 256, 1024), on a uniform and a Zipf-skewed stream of n symbols, measures side
+by side in one run (shared machines are noisy, so compare ratios, not absolute figures):
+round-trip correctness (decode and bytes), encode/decode µs per symbol, symbol_at µs per op,
+append µs per symbol, suffix-search µs per query for s = 1..8 with precision/recall against a
+brute-force scan, and bytes per symbol (bit-packed payload, chaos anchors, suffix index).
+
+Run from the repository root:  .venv/bin/python -m bench.codec_bench [out_dir] [n]
+Writes out_dir/codec.json and out_dir/codec.md (default out_dir: bench/results).
+"""
+
+from __future__ import annotations
+
+import os
+
+# Thread counts are fixed before numpy loads so that runs are comparable across machines.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import datetime as _dt  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from grm.archive.bitpack import BitPackedCodec  # noqa: E402
+from grm.archive.chaos import ChaosGameCodec  # noqa: E402
+
+ALPHABETS = (2, 16, 256, 1024)
+DISTRIBUTIONS = ("uniform", "zipf")
+ZIPF_EXPONENT = 1.1
+QUERY_LENGTHS = range(1, 9)
+QUERIES_PER_LENGTH = 16  # 12 drawn from the stream (present), 4 uniform random (often absent)
+SYMBOL_AT_OPS = 20_000
+APPEND_CHUNK = 4096
+SEED = 20240601
+
+
+def make_stream(distribution: str, alphabet: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    if distribution == "uniform":
+        return rng.integers(0, alphabet, n)
+    p = 1.0 / np.arange(1, alphabet + 1) ** ZIPF_EXPONENT
+    return rng.permutation(alphabet)[rng.choice(alphabet, n, p=p / p.sum())]
+
+
+def best_of(repeats: int, fn: Callable[[], object]) -> tuple[float, object]:
+    """Fastest wall time of `repeats` calls, in seconds, and the last result."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def brute_force(stream: np.ndarray, query: np.ndarray) -> np.ndarray:
+    windows = np.lib.stride_tricks.sliding_window_view(stream, query.size)
+    return np.flatnonzero((windows == query).all(axis=1)) + query.size - 1
+
+
+def measure_codec(codec_cls: type, stream: np.ndarray, alphabet: int,
+                  rng: np.random.Generator) -> dict:
+    """Round trip, encode/decode, symbol_at, append and bytes for one codec on one stream."""
+    n = stream.size
+    encode_s, codec = best_of(3, lambda: codec_cls.encode(stream, alphabet))
+    decode_s, decoded = best_of(3, codec.decode)
+    data = codec.to_bytes()
+    round_trip = bool(np.array_equal(decoded, stream)
+                      and np.array_equal(codec_cls.from_bytes(data).decode(), stream))
+    positions = rng.integers(0, n, SYMBOL_AT_OPS).tolist()
+    start = time.perf_counter()
+    sampled = [codec.symbol_at(i) for i in positions]
+    symbol_at_s = time.perf_counter() - start
+    round_trip = round_trip and sampled == stream[positions].tolist()
+    grown = codec_cls.encode(stream[:0], alphabet)
+    start = time.perf_counter()
+    for at in range(0, n, APPEND_CHUNK):
+        grown.append(stream[at : at + APPEND_CHUNK])
+    append_s = time.perf_counter() - start
+    round_trip = round_trip and grown.to_bytes() == data
+    return {
+        "round_trip_ok": round_trip,
+        "encode_us_per_symbol": 1e6 * encode_s / n,
+        "decode_us_per_symbol": 1e6 * decode_s / n,
+        "symbol_at_us_per_op": 1e6 * symbol_at_s / SYMBOL_AT_OPS,
+        "append_us_per_symbol": 1e6 * append_s / n,
+        "payload_bytes_per_symbol": codec.payload_nbytes / n,
+        "container_bytes": len(data),
+    }, codec
+
+
+def measure_search(codec: ChaosGameCodec, stream: np.ndarray, alphabet: int,
+                   rng: np.random.Generator) -> dict:
+    """Index build, then per query length: search time, context decode time, precision/recall."""
+    build_s, index = best_of(1, codec.suffix_index)
+    per_length = []
+    for s in QUERY_LENGTHS:
+        present = [stream[i - s + 1 : i + 1] for i in rng.integers(s - 1, stream.size, 12)]
+        queries = present + [rng.integers(0, alphabet, s) for _ in range(4)]
+        search_s = context_s = 0.0
+        precision = recall = 1.0
+        matches_total = 0
+        for query in queries:
+            start = time.perf_counter()
+            matches = codec.suffix_search(query)
+            search_s += time.perf_counter() - start
+            start = time.perf_counter()
+            contexts = matches.contexts()
+            context_s += time.perf_counter() - start
+            truth = brute_force(stream, np.asarray(query))
+            hits = np.intersect1d(matches.positions, truth).size
+            found = matches.positions.size
+            precision = min(precision, hits / found if found else 1.0)
+            recall = min(recall, hits / truth.size if truth.size else 1.0)
+            if contexts.shape[0] and not (contexts[:, -s:] == query).all():
+                precision = 0.0  # a context that does not end with the query is a false match
+            matches_total += truth.size
+        per_length.append({
+            "s": s,
+            "search_us_per_query": 1e6 * search_s / len(queries),
+            "contexts_us_per_match": 1e6 * context_s / max(1, matches_total),
+            "mean_matches": matches_total / len(queries),
+            "precision": precision,
+            "recall": recall,
+        })
+    return {
+        "index_build_us_per_symbol": 1e6 * build_s / stream.size,
+        "index_bytes_per_symbol": index.nbytes / stream.size,
+        "by_query_length": per_length,
+    }
+
+
+def machine() -> dict:
+    return {
+        "processor": platform.processor() or platform.machine(),
+        "nproc": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+
+
+def run(out_dir: Path, n: int = 1_000_000) -> dict:
+    """Run every configuration on n-symbol streams; write codec.json and codec.md to out_dir."""
+    rng = np.random.default_rng(SEED)
+    rows = []
+    for alphabet in ALPHABETS:
+        for distribution in DISTRIBUTIONS:
+            stream = make_stream(distribution, alphabet, n, rng)
+            packed, _ = measure_codec(BitPackedCodec, stream, alphabet, rng)
+            chaos, chaos_codec = measure_codec(ChaosGameCodec, stream, alphabet, rng)
+            search = measure_search(chaos_codec, stream, alphabet, rng)
+            rows.append({
+                "alphabet": alphabet,
+                "distribution": distribution,
+                "span": chaos_codec.span,
+                "bitpacked": packed,
+                "chaos": chaos,
+                "suffix_search": search,
+                "chaos_over_bitpacked": {
+                    key: chaos[key] / packed[key]
+                    for key in ("encode_us_per_symbol", "decode_us_per_symbol",
+                                "symbol_at_us_per_op", "append_us_per_symbol",
+                                "payload_bytes_per_symbol")
+                },
+            })
+    report = {
+        "command": f"{Path(sys.executable).name} -m bench.codec_bench {out_dir} {n}",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "threads": {var: os.environ[var] for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                       "MKL_NUM_THREADS")},
+        "n_symbols": n,
+        "zipf_exponent": ZIPF_EXPONENT,
+        "results": rows,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "codec.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "codec.md").write_text(markdown(report))
+    return report
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        "# Symbol codecs: bit-packed vs chaos-game anchors",
+        "",
+        f"Command: `{report['command']}`  ",
+        f"Machine: {m['processor']}, nproc {m['nproc']}, {m['platform']}, numpy {m['numpy']}; "
+        f"threads pinned to 1  ",
+        f"Date: {report['date']}; n = {report['n_symbols']:,} symbols per stream; "
+        f"Zipf exponent {report['zipf_exponent']}",
+        "",
+        "Times in µs (per symbol, per op or per query); sizes in bytes per symbol. "
+        "BP = bit-packed, CG = chaos game. Search = mean over s = 1..8 of one cold call per "
+        "query (positions only; short queries on small alphabets return up to n/A positions); "
+        "P/R = worst precision/recall over all queries vs brute force. Index build in µs/symbol.",
+        "",
+        "| A | stream | span | round trip | enc BP/CG | dec BP/CG | symbol_at BP/CG "
+        "| append BP/CG | B/sym BP | B/sym CG anchors | B/sym index | index build | search "
+        "| P/R |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        bp, cg, ss = r["bitpacked"], r["chaos"], r["suffix_search"]
+        by_s = ss["by_query_length"]
+        search = sum(q["search_us_per_query"] for q in by_s) / len(by_s)
+        p = min(q["precision"] for q in by_s)
+        rc = min(q["recall"] for q in by_s)
+        ok = "ok" if bp["round_trip_ok"] and cg["round_trip_ok"] else "FAIL"
+        lines.append(
+            f"| {r['alphabet']} | {r['distribution']} | {r['span']} | {ok} "
+            f"| {bp['encode_us_per_symbol']:.4f} / {cg['encode_us_per_symbol']:.4f} "
+            f"| {bp['decode_us_per_symbol']:.4f} / {cg['decode_us_per_symbol']:.4f} "
+            f"| {bp['symbol_at_us_per_op']:.2f} / {cg['symbol_at_us_per_op']:.2f} "
+            f"| {bp['append_us_per_symbol']:.4f} / {cg['append_us_per_symbol']:.4f} "
+            f"| {bp['payload_bytes_per_symbol']:.3f} | {cg['payload_bytes_per_symbol']:.3f} "
+            f"| {ss['index_bytes_per_symbol']:.1f} | {ss['index_build_us_per_symbol']:.3f} "
+            f"| {search:.1f} | {p:.2f}/{rc:.2f} |"
+        )
+    lines += ["", "Suffix search µs per query by query length s (positions only):", "",
+              "| A | stream | " + " | ".join(f"s={s}" for s in QUERY_LENGTHS) + " |",
+              "|---|---|" + "---|" * len(QUERY_LENGTHS)]
+    for r in report["results"]:
+        cells = " | ".join(f"{q['search_us_per_query']:.1f}"
+                           for q in r["suffix_search"]["by_query_length"])
+        lines.append(f"| {r['alphabet']} | {r['distribution']} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("bench/results")
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+    result = run(target, count)
+    print((target / "codec.md").read_text())
+    failed = [r for r in result["results"]
+              if not (r["bitpacked"]["round_trip_ok"] and r["chaos"]["round_trip_ok"])]
+    sys.exit(1 if failed else 0)

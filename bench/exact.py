@@ -1,0 +1,148 @@
+"""Exact block memory: time to first token cold vs warm, and load-and-verify vs raw read+hash.
+
+For documents of ~512, 2048 and 6000 tokens of real news text plus a ~20-token question:
+- cold: `ask --mode exact` in this process (model loaded) with nothing stored: the model reads it all;
+- warm: a NEW process opens the store after ingest and asks the same prompt: blocks come from memory;
+- in that warm process, the time to load and verify the stored blocks (store digest + bound fields +
+  parse) next to the raw time to read the same payload files and SHA-256 them.
+Targets (issue 2): warm >= 10x faster at 2048, >= 25x at 6000; >= 99% of the document from memory;
+load-and-verify within 1.5x of raw read-and-hash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import news_corpus, write_results  # noqa: E402
+
+SIZES = (512, 2048, 6000)
+QUESTION = "\n\nQuestion: Which places and people are named in the first article above?\nAnswer:"
+WARM_RUNS = 3
+
+
+def build_doc(tok, target: int, offset: int) -> str:
+    """Whole news articles joined by blank lines, cut at a sentence so it has ~target tokens."""
+    arts = news_corpus()[offset:]
+    text = ""
+    for art in arts:
+        text += art + "\n\n"
+        if len(tok.encode(text)) >= target:
+            break
+    ids = tok.encode(text)[:target]
+    cut = tok.decode(ids)
+    end = max(cut.rfind(". "), cut.rfind(".\n"))
+    return cut[: end + 1] if end > 0 else cut
+
+
+def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None:
+    """The new process: ask each prompt WARM_RUNS times; time load+verify vs raw read+hash."""
+    from grm.runtime import Runtime
+
+    prompts = json.loads(Path(prompts_file).read_text())
+    with Runtime.open(store=store, model=model, threads=threads) as rt:
+        for prompt in prompts:
+            ttfts, answers = [], []
+            for _ in range(WARM_RUNS):
+                a = rt.ask(prompt, mode="exact", max_new_tokens=1)
+                ttfts.append(a.ttft_s)
+                answers.append(a)
+            loads, raws = [], []
+            for _ in range(WARM_RUNS):
+                t = time.perf_counter()
+                prefix = rt.exact.load_prefix(prompt)
+                loads.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                nbytes = 0
+                for rec in [rt.store.get("_system", "sinks", rt.exact.sink_fp), *prefix.blocks]:
+                    data = rt.store.payload_path(rec).read_bytes()
+                    hashlib.sha256(data).hexdigest()
+                    nbytes += len(data)
+                raws.append(time.perf_counter() - t)
+            a = answers[0]
+            print(json.dumps({
+                "ttft_first_s": ttfts[0], "ttft_median_s": statistics.median(ttfts),
+                "prompt_tokens": a.prompt_tokens, "tokens_from_memory": a.tokens_from_memory,
+                "tokens_computed": a.tokens_computed, "blocks": len(prefix.blocks), "payload_bytes": nbytes,
+                "load_verify_s": min(loads), "raw_read_hash_s": min(raws),
+            }), flush=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    from grm.runtime import Runtime
+
+    threads = args.threads or 2
+    sizes = (512, 1024) if getattr(args, "quick", False) else SIZES
+    work = Path(tempfile.mkdtemp(prefix="grm-bench-exact-"))
+    store = work / "store"
+    rows, prompts, colds = [], [], []
+    with Runtime.open(store=store, model=args.model, threads=threads) as rt:
+        tok = rt.lm.tokenizer
+        for i, size in enumerate(sizes):
+            doc = build_doc(tok, size, offset=40 * i)
+            prompt = doc + QUESTION
+            cold = rt.ask(prompt, mode="exact", max_new_tokens=1)  # nothing of this doc is stored yet
+            (work / f"doc{size}.txt").write_text(doc, encoding="utf-8")
+            t = time.perf_counter()
+            rt.ingest([work / f"doc{size}.txt"], progress=False)
+            ingest_s = time.perf_counter() - t
+            prompts.append(prompt)
+            colds.append((size, len(tok.encode(doc)), cold, ingest_s))
+    (work / "prompts.json").write_text(json.dumps(prompts))
+    cmd = [sys.executable, __file__, "--warm", str(store), str(work / "prompts.json"), str(threads)]
+    if args.model:
+        cmd.append(args.model)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    warms = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for (size, doc_tokens, cold, ingest_s), w in zip(colds, warms):
+        rows.append({
+            "doc_tokens": doc_tokens, "prompt_tokens": w["prompt_tokens"], "cold_ttft_s": cold.ttft_s,
+            "warm_ttft_first_s": w["ttft_first_s"], "warm_ttft_median_s": w["ttft_median_s"],
+            "speedup": cold.ttft_s / w["ttft_median_s"],
+            "memory_share_of_document": (w["tokens_from_memory"] - len(tok.sink_ids)) / doc_tokens,
+            "tokens_from_memory": w["tokens_from_memory"], "tokens_computed": w["tokens_computed"],
+            "blocks": w["blocks"], "payload_mb": w["payload_bytes"] / 1e6,
+            "load_verify_s": w["load_verify_s"], "raw_read_hash_s": w["raw_read_hash_s"],
+            "load_over_raw": w["load_verify_s"] / w["raw_read_hash_s"], "ingest_s": ingest_s,
+        })
+    targets = {"speedup_2048_ge_10": None, "speedup_6000_ge_25": None,
+               "memory_share_ge_0.99": all(r["memory_share_of_document"] >= 0.99 for r in rows),
+               "load_over_raw_le_1.5": all(r["load_over_raw"] <= 1.5 for r in rows)}
+    for r in rows:
+        if abs(r["doc_tokens"] - 2048) < 200:
+            targets["speedup_2048_ge_10"] = r["speedup"] >= 10
+        if abs(r["doc_tokens"] - 6000) < 400:
+            targets["speedup_6000_ge_25"] = r["speedup"] >= 25
+    table = ["| doc tokens | cold TTFT | warm TTFT (median of 3, first) | speed-up | from memory (doc) | "
+             "load+verify | raw read+SHA-256 | ratio |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        table.append(
+            f"| {r['doc_tokens']} | {r['cold_ttft_s']:.3f} s | {r['warm_ttft_median_s']:.3f} s, "
+            f"{r['warm_ttft_first_s']:.3f} s | {r['speedup']:.1f}x | {r['memory_share_of_document']:.1%} | "
+            f"{r['load_verify_s'] * 1000:.0f} ms | {r['raw_read_hash_s'] * 1000:.0f} ms | {r['load_over_raw']:.2f} |")
+    table += ["", "Targets: " + ", ".join(f"{k}: {v}" for k, v in targets.items()),
+              "", "Cold = this process, model loaded, nothing stored; warm = a new process on the same store. "
+              "Question ~20 tokens; TTFT = ask call to first generated token; 2 torch threads."]
+    write_results("exact", {"model": args.model or "smollm2-135m", "threads": threads, "rows": rows,
+                            "targets": targets}, table, "grm bench exact --threads 2")
+    print("\n".join(table))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--warm":
+        warm(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
+    else:
+        p = argparse.ArgumentParser()
+        p.add_argument("--model", default=None)
+        p.add_argument("--threads", type=int, default=2)
+        p.add_argument("--quick", action="store_true")
+        sys.exit(main(p.parse_args()))

@@ -1,0 +1,5 @@
+import sys
+
+from grm.cli import main
+
+sys.exit(main())

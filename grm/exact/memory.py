@@ -1,0 +1,237 @@
+"""Exact block memory: store the K/V of blocks read in a chain, load them back fail-closed.
+
+A chain starts at the sinks (stored once per model identity under the system tenant) and each
+block is read after the previous one at the next seats; its fingerprint binds (identity, tenant,
+parent fingerprint, bytes, token ids). Loading a prompt walks the chain from the sinks, taking
+at each step the stored child whose text is a byte prefix of what is left of the prompt, and
+serves it only if every check passes: catalog digest (the store re-hashes the payload), the
+payload's bound identity, tenant, fingerprint, seat, text and token ids, and tensor geometry.
+The first check that fails ends the walk: that block and everything after it are recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from grm.dialects import Dialect
+from grm.exact.blocks import Block, split_blocks
+from grm.exact.fingerprint import fingerprint
+from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
+from grm.kv.forward import prefill
+from grm.models import LoadedModel
+from grm.store import Record, Store
+
+SYSTEM_TENANT = "_system"  # holds model-derived records only (the sinks); never user data
+log = logging.getLogger("grm.exact")
+
+
+@dataclass(frozen=True)
+class ExactConfig:
+    block_tokens: int = 512  # token budget of one block
+    window_reserve: int = 256  # seats kept free at the end of the window for a question
+
+    def __post_init__(self) -> None:
+        if self.block_tokens < 8:
+            raise ValueError("block_tokens must be >= 8")
+
+
+@dataclass
+class Prefix:
+    """What memory served of a prompt: the K/V of sinks + matched blocks, and what it covers."""
+
+    kv: KV
+    sink_tokens: int
+    block_tokens: int  # tokens of matched blocks
+    matched_bytes: int  # bytes of the prompt covered by matched blocks
+    blocks: list[Record] = field(default_factory=list)
+    misses: int = 0  # candidate blocks that failed a check (recomputed)
+    last_id: int = 0  # the last token id the prefix covers
+    # Blocks the prompt matched by bytes after the first one that failed a check: recomputed one
+    # block per forward call, as at ingest, so the result is bit-identical to a clean load.
+    pending: list[Block] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.sink_tokens + self.block_tokens
+
+
+@dataclass
+class IngestResult:
+    name: str
+    blocks: int  # blocks of the document in the chain
+    computed: int  # blocks computed now (0 when everything was already stored)
+    tokens: int
+    truncated_bytes: int = 0  # bytes past the model's window, not stored as chain blocks
+
+
+class ExactMemory:
+    def __init__(self, store: Store, lm: LoadedModel, dialect: Dialect, tenant: str, config: ExactConfig) -> None:
+        self.store, self.lm, self.dialect, self.tenant, self.config = store, lm, dialect, tenant, config
+        self._sinks: KV | None = None
+        self.sink_ids = list(lm.tokenizer.sink_ids)
+        self.sink_fp = fingerprint(lm.identity, SYSTEM_TENANT, "", b"", self.sink_ids)
+        self.counters = {"block_hits": 0, "block_misses": 0, "sink_recomputes": 0}
+
+    # ----- sinks -------------------------------------------------------------------------------
+    def sinks(self) -> KV:
+        """K/V of the sinks: from RAM, else from the store (verified), else computed and stored."""
+        if self._sinks is None:
+            rec = self.store.get(SYSTEM_TENANT, "sinks", self.sink_fp)
+            kv = self._verified(rec, SYSTEM_TENANT, self.sink_fp, "", 0, self.sink_ids) if rec else None
+            if kv is None:
+                self.counters["sink_recomputes"] += 1
+                cache = new_cache()
+                prefill(self.lm.model, cache, self.sink_ids, 0)
+                kv = kv_from_cache(cache)
+                meta = self._bind(SYSTEM_TENANT, self.sink_fp, "", 0, "", self.sink_ids)
+                self.store.put(SYSTEM_TENANT, "sinks", self.sink_fp, meta={"seat": 0, "tokens": len(self.sink_ids)},
+                               payload=kv.to_bytes(meta))
+            self._sinks = kv
+        return self._sinks
+
+    # ----- binding and verification ------------------------------------------------------------
+    def _bind(self, tenant: str, fp: str, parent: str, seat: int, text: str, ids: list[int]) -> dict[str, str]:
+        return {
+            "identity": self.lm.identity, "tenant": tenant, "fingerprint": fp, "parent": parent,
+            "seat": str(seat), "text": text, "ids": json.dumps(list(ids)),
+        }
+
+    def _verified(self, rec: Record, tenant: str, fp: str, parent: str, seat: int, ids: list[int],
+                  text: str = "") -> KV | None:
+        """The record's K/V if every binding checks out, else None (a miss, logged once)."""
+        data = self.store.read_payload(rec)
+        if data is None:
+            return self._miss(rec, "payload missing or digest mismatch")
+        try:
+            kv, meta = KV.from_bytes(data)
+        except (ValueError, KeyError, json.JSONDecodeError) as exc:
+            return self._miss(rec, f"unreadable payload: {exc}")
+        want = self._bind(tenant, fp, parent, seat, text, ids)
+        for key, value in want.items():
+            if meta.get(key) != value:
+                return self._miss(rec, f"bound {key} does not match")
+        d = self.dialect
+        if tuple(kv.keys.shape) != (d.n_layers, d.kv_heads, len(ids), d.head_dim) or kv.keys.dtype != self.lm.model.dtype:
+            return self._miss(rec, f"geometry {tuple(kv.keys.shape)} {kv.keys.dtype} does not fit the model")
+        return kv
+
+    def _miss(self, rec: Record, why: str) -> None:
+        self.counters["block_misses"] += 1
+        log.warning("memory record %s/%s not served (%s); recomputing", rec.kind, rec.key[:16], why)
+        return None
+
+    # ----- ingest ------------------------------------------------------------------------------
+    def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None) -> IngestResult:
+        """Store the chain blocks of `text` (idempotent; resumes where a killed ingest stopped)."""
+        sinks = self.sinks()
+        limit = self.dialect.max_positions - self.config.window_reserve - sinks.tokens
+        blocks, fps, truncated = self._plan(text, limit)
+        missing = next((i for i, fp in enumerate(fps) if self.store.get(self.tenant, "block", fp) is None), len(fps))
+        computed = 0
+        if missing < len(fps):
+            # Rebuild the cache up to the first missing block from memory, then compute the rest.
+            prefix = self._walk(blocks[:missing], fps[:missing])
+            cache = cache_from_kv(prefix.kv)
+            start = len(prefix.blocks)
+            if progress:
+                progress(start)
+            seat = prefix.tokens
+            for i in range(start, len(blocks)):
+                block, fp = blocks[i], fps[i]
+                parent = fps[i - 1] if i else self.sink_fp
+                prefill(self.lm.model, cache, list(block.ids), seat)
+                kv = kv_from_cache(cache, seat, seat + len(block.ids))
+                meta = self._bind(self.tenant, fp, parent, seat, block.text, list(block.ids))
+                self.store.put(self.tenant, "block", fp, parent=parent, text=block.text, payload=kv.to_bytes(meta),
+                               meta={"seat": seat, "tokens": len(block.ids), "doc": name, "index": i, "layout": "chain"})
+                seat += len(block.ids)
+                computed += 1
+                if progress:
+                    progress(1)
+        elif progress:
+            progress(len(blocks))
+        data = text.encode()
+        self.store.put(self.tenant, "document", hashlib.sha256(data).hexdigest(), payload=data,
+                       meta={"name": name, "layout": "chain", "blocks": fps, "bytes": len(data)})
+        return IngestResult(name, len(blocks), computed, sum(len(b.ids) for b in blocks), truncated)
+
+    def plan_blocks(self, text: str) -> int:
+        """How many blocks `text` becomes (for progress bars)."""
+        limit = self.dialect.max_positions - self.config.window_reserve - len(self.sink_ids)
+        return len(self._plan(text, limit)[0])
+
+    def _plan(self, text: str, limit: int) -> tuple[list[Block], list[str], int]:
+        blocks: list[Block] = []
+        fps: list[str] = []
+        used = 0
+        parent = self.sink_fp
+        all_blocks = split_blocks(text, self.lm.tokenizer, self.config.block_tokens)
+        for block in all_blocks:
+            if used + len(block.ids) > limit:
+                break
+            fp = fingerprint(self.lm.identity, self.tenant, parent, block.text.encode(), list(block.ids))
+            blocks.append(block)
+            fps.append(fp)
+            used += len(block.ids)
+            parent = fp
+        truncated = sum(len(b.text.encode()) for b in all_blocks[len(blocks):])
+        return blocks, fps, truncated
+
+    # ----- serving -----------------------------------------------------------------------------
+    def _walk(self, blocks: list[Block], fps: list[str]) -> Prefix:
+        """Load known blocks in order until one fails a check."""
+        sinks = self.sinks()
+        parts, recs, seat, misses = [sinks], [], sinks.tokens, 0
+        parent = self.sink_fp
+        for block, fp in zip(blocks, fps):
+            rec = self.store.get(self.tenant, "block", fp)
+            kv = self._verified(rec, self.tenant, fp, parent, seat, list(block.ids), block.text) if rec else None
+            if kv is None:
+                misses += 1
+                break
+            parts.append(kv)
+            recs.append(rec)
+            seat += kv.tokens
+            parent = fp
+        covered = sum(len(b.text.encode()) for b in blocks[: len(recs)])
+        last_id = blocks[len(recs) - 1].ids[-1] if recs else self.sink_ids[-1]
+        return Prefix(KV.cat(parts), sinks.tokens, seat - sinks.tokens, covered, recs, misses, last_id)
+
+    def load_prefix(self, prompt: str) -> Prefix:
+        """The longest run of stored blocks the prompt starts with, verified; the rest is the caller's."""
+        data = prompt.encode()
+        blocks: list[Block] = []
+        fps: list[str] = []
+        pos, parent = 0, self.sink_fp
+        tok = self.lm.tokenizer
+        while pos < len(data):
+            children = [r for r in self.store.children(self.tenant, "block", parent) if r.text]
+            best = None
+            for rec in sorted(children, key=lambda r: -len(r.text.encode())):
+                piece = rec.text.encode()
+                if data.startswith(piece, pos):  # byte comparison against the prompt
+                    best = rec
+                    break
+            if best is None:
+                break
+            text = best.text
+            ids = tok.encode(text)
+            fp = fingerprint(self.lm.identity, self.tenant, parent, text.encode(), ids)
+            if fp != best.key:
+                self.counters["block_misses"] += 1
+                break
+            blocks.append(Block(text, tuple(ids)))
+            fps.append(fp)
+            pos += len(text.encode())
+            parent = fp
+        prefix = self._walk(blocks, fps)
+        prefix.pending = blocks[len(prefix.blocks):]
+        prefix.matched_bytes = pos
+        self.counters["block_hits"] += len(prefix.blocks)
+        return prefix

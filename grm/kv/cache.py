@@ -1,0 +1,43 @@
+"""Glue between payloads and transformers caches (`cache.layers[i].keys/values`).
+
+All caches GRM builds are plain `DynamicCache()`s of full layers, one batch row: sliding-window
+layers keep every token too, and the model's own mask hides what lies outside the window. That
+keeps a span's K/V the same object whatever layer type it came from.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from grm.kv.payload import KV
+
+
+def new_cache() -> DynamicCache:
+    return DynamicCache()
+
+
+def cache_length(cache: DynamicCache) -> int:
+    return cache.get_seq_length()
+
+
+def kv_from_cache(cache: DynamicCache, start: int = 0, end: int | None = None) -> KV:
+    """Copy tokens [start, end) of every layer out of a cache (batch row 0)."""
+    keys = torch.stack([layer.keys[0, :, start:end] for layer in cache.layers])
+    values = torch.stack([layer.values[0, :, start:end] for layer in cache.layers])
+    return KV(keys, values)
+
+
+def cache_from_kv(kv: KV) -> DynamicCache:
+    """A fresh cache holding `kv` (copies it: the cache grows by concatenation later)."""
+    cache = DynamicCache()
+    for i in range(kv.keys.shape[0]):
+        cache.update(kv.keys[i][None], kv.values[i][None], i)
+    return cache
+
+
+def crop(cache: DynamicCache, length: int) -> None:
+    """Drop every token at or after `length` (in place)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)

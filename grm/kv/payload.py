@@ -1,0 +1,66 @@
+"""The payload: K/V of a span of tokens, per layer, in the model's compute dtype.
+
+Serialized layout (safetensors; `PAYLOAD_FORMAT_VERSION` in grm.models.identity):
+  tensors  "keys"   [layers, kv_heads, tokens, head_dim]   (as cached: after rotary)
+           "values" [layers, kv_heads, tokens, head_dim]
+  metadata str -> str: "grm_format", plus whatever the caller binds into the record
+           (identity, tenant, fingerprint, text, token ids, seats). The store hashes these bytes
+           as a whole, so metadata is covered by the same SHA-256 as the tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from grm.models.identity import PAYLOAD_FORMAT_VERSION
+
+
+@dataclass(frozen=True)
+class KV:
+    keys: torch.Tensor  # [layers, kv_heads, tokens, head_dim]
+    values: torch.Tensor  # [layers, kv_heads, tokens, head_dim]
+
+    def __post_init__(self) -> None:
+        if self.keys.shape != self.values.shape or self.keys.dim() != 4:
+            raise ValueError(f"keys {tuple(self.keys.shape)} and values {tuple(self.values.shape)} must match, 4-D")
+
+    @property
+    def tokens(self) -> int:
+        return self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.values.nbytes
+
+    def slice(self, start: int, end: int) -> "KV":
+        return KV(self.keys[:, :, start:end], self.values[:, :, start:end])
+
+    @staticmethod
+    def cat(parts: list["KV"]) -> "KV":
+        if len(parts) == 1:
+            return parts[0]
+        return KV(torch.cat([p.keys for p in parts], dim=2), torch.cat([p.values for p in parts], dim=2))
+
+    def to_bytes(self, metadata: dict[str, str]) -> bytes:
+        meta = {"grm_format": str(PAYLOAD_FORMAT_VERSION), **metadata}
+        return st_save({"keys": self.keys.contiguous(), "values": self.values.contiguous()}, metadata=meta)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> tuple["KV", dict[str, str]]:
+        """Parse verified payload bytes; ValueError if they are not a payload of this format."""
+        import json
+        import struct
+
+        tensors = st_load(data)
+        if set(tensors) != {"keys", "values"}:
+            raise ValueError(f"payload has tensors {sorted(tensors)}")
+        (header_len,) = struct.unpack_from("<Q", data, 0)
+        header = json.loads(bytes(data[8 : 8 + header_len]))
+        meta = header.get("__metadata__") or {}
+        if meta.get("grm_format") != str(PAYLOAD_FORMAT_VERSION):
+            raise ValueError(f"payload format {meta.get('grm_format')!r} is not {PAYLOAD_FORMAT_VERSION}")
+        return KV(tensors["keys"], tensors["values"]), meta

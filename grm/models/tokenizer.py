@@ -1,0 +1,78 @@
+"""Tokenizers behind one small interface: the HF tokenizer of a real model, and a byte tokenizer.
+
+GRM never lets a tokenizer add special tokens on its own: every token that enters a context is
+placed there on purpose (sinks, block text, question), so prompts are reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Tokenizer(Protocol):
+    """What GRM needs of a tokenizer: exact encode/decode and the end-of-turn tokens."""
+
+    eos_ids: frozenset[int]  # tokens that end a generated answer
+    sink_ids: tuple[int, ...]  # the fixed prefix read first in every context (>= 4 tokens)
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class ByteTokenizer:
+    """Every UTF-8 byte is one token (ids 0..255); 256 = BOS, 257 = EOS. For tiny test models."""
+
+    vocab_size = 258
+    bos_id = 256
+    eos_id = 257
+
+    def __init__(self) -> None:
+        self.eos_ids = frozenset({self.eos_id})
+        self.sink_ids = (self.bos_id,) * 4
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    def files_digest_parts(self) -> list[bytes]:
+        return [b"byte-tokenizer-v1"]
+
+
+class HFTokenizer:
+    """Wraps a transformers tokenizer; never adds BOS/EOS by itself."""
+
+    def __init__(self, hf_tokenizer: object, sink_text: str | None = None) -> None:
+        self._tok = hf_tokenizer
+        eos: set[int] = set()
+        for name in ("eos_token_id", "pad_token_id"):
+            value = getattr(hf_tokenizer, name, None)
+            if isinstance(value, int):
+                eos.add(value)
+        for special in ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>"):
+            tid = hf_tokenizer.convert_tokens_to_ids(special)
+            # An unknown token maps to unk: keep the id only if it really is this special token.
+            if isinstance(tid, int) and tid >= 0 and hf_tokenizer.convert_ids_to_tokens(tid) == special:
+                eos.add(tid)
+        self.eos_ids = frozenset(eos)
+        bos = getattr(hf_tokenizer, "bos_token_id", None)
+        if sink_text is not None:
+            ids = tuple(self.encode(sink_text))
+        elif isinstance(bos, int):
+            ids = (bos,)
+        else:
+            ids = ()
+        if isinstance(bos, int) and (not ids or ids[0] != bos) and sink_text is None:
+            ids = (bos,) + ids
+        # Pad with the first sink token so there are always >= 4 sink tokens (attention sinks).
+        while len(ids) < 4:
+            ids = ids + (ids[0] if ids else 0,)
+        self.sink_ids = ids
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(ids, skip_special_tokens=True)

@@ -1,0 +1,52 @@
+"""Runtime configuration: one frozen dataclass; the CLI and `Runtime.open` fill it."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from grm.errors import UserInputError
+from grm.models import DEFAULT_MODEL
+
+ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
+LAYOUTS = ("chain", "sections")
+DURABILITY = ("volatile", "async", "normal", "full", "strict")
+_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def default_store_dir() -> Path:
+    """$GRM_HOME, else ~/.grm (the one place the store default is read from the environment)."""
+    return Path(os.environ.get("GRM_HOME") or Path.home() / ".grm").expanduser()
+
+
+def default_cache_dir() -> Path:
+    """$GRM_CACHE, else ~/.cache/grm (where materialized models live)."""
+    return Path(os.environ.get("GRM_CACHE") or Path.home() / ".cache" / "grm").expanduser()
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    store: Path  # the store directory (created on first write)
+    cache_dir: Path  # model cache
+    model: str = DEFAULT_MODEL  # registry name or HF folder path
+    tenant: str = "default"  # owner of every record this runtime reads or writes
+    threads: int | None = None  # torch threads; None = all cores
+    durability: str = "normal"  # store durability mode
+    block_tokens: int = 512  # token budget of one exact block
+    max_new_tokens: int = 48  # greedy generation limit
+
+    def __post_init__(self) -> None:
+        if not _TENANT.fullmatch(self.tenant):
+            raise UserInputError(
+                f"bad tenant name {self.tenant!r}: 1-64 of letters, digits, '_', '.', '-', not starting with '_'"
+            )
+        if self.threads is not None and self.threads < 1:
+            raise UserInputError("--threads must be >= 1")
+        if self.durability not in DURABILITY:
+            raise UserInputError(f"bad durability {self.durability!r}: one of {', '.join(DURABILITY)}")
+        if self.block_tokens < 8:
+            raise UserInputError("block size must be >= 8 tokens")
+        if self.max_new_tokens < 1:
+            raise UserInputError("--max-new-tokens must be >= 1")

@@ -1,0 +1,176 @@
+"""The Runtime: the loop that ties model, dialect, store and memory together.
+
+Lifecycle: `Runtime.open(...)` loads the model, builds its dialect and runs the graftability
+self-test (refusing a dialect that fails), opens the store; then any number of `ingest` and
+`ask` calls; `close()` (or leaving the `with` block) releases the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from grm.dialects import Dialect, SelfTestResult, dialect_for, self_test
+from grm.dialects.selftest import PROBE_TEXT
+from grm.errors import UserInputError
+from grm.exact import ExactConfig, ExactMemory, IngestResult, Prefix
+from grm.kv import cache_from_kv, new_cache
+from grm.kv.forward import prefill
+from grm.models import LoadedModel, load_model
+from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig, default_cache_dir, default_store_dir
+from grm.runtime.files import collect
+from grm.runtime.generate import Answer, greedy
+from grm.store import Store, StoreConfig
+
+log = logging.getLogger("grm")
+QUESTION_TEMPLATE = "\n\nQuestion: {q}\nAnswer:"
+
+
+class Runtime:
+    def __init__(self, config: RuntimeConfig, lm: LoadedModel, dialect: Dialect, selftest: SelfTestResult,
+                 store: Store) -> None:
+        self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
+        self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
+
+    @classmethod
+    def open(cls, store: str | Path | None = None, model: str | None = None, tenant: str = "default",
+             threads: int | None = None, cache_dir: str | Path | None = None, durability: str = "normal",
+             block_tokens: int = 512, max_new_tokens: int = 48) -> "Runtime":
+        config = RuntimeConfig(
+            store=Path(store).expanduser() if store is not None else default_store_dir(),
+            cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
+            model=model or RuntimeConfig.model, tenant=tenant, threads=threads, durability=durability,
+            block_tokens=block_tokens, max_new_tokens=max_new_tokens,
+        )
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        lm = load_model(config.model, config.cache_dir, log=log.info)
+        dialect = dialect_for(lm.model)
+        result = self_test(dialect, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT))
+        st = Store.open(StoreConfig(root=config.store, durability=config.durability))
+        return cls(config, lm, dialect, result, st)
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ----- ingest ------------------------------------------------------------------------------
+    def ingest(self, paths: list[str | Path] | str | Path, layout: str = "chain",
+               progress: bool = True) -> list[IngestResult]:
+        """Read files/folders once and store their exact blocks. Raises UserInputError if nothing
+        could be ingested; skips (with a warning) empty or binary files."""
+        if layout not in LAYOUTS:
+            raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
+        if layout != "chain":
+            raise UserInputError("the 'sections' layout is not available yet; use --layout chain")
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        docs = collect(list(paths))
+        if not docs:
+            raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
+        plans = [self.exact.plan_blocks(d.text) for d in docs]
+        results = []
+        with tqdm(total=sum(plans), desc="ingest", unit="block", disable=not progress, leave=False) as bar:
+            for doc in docs:
+                res = self.exact.ingest(doc.text, doc.name, progress=bar.update)
+                if res.truncated_bytes:
+                    log.warning("%s: %d bytes past the model's window were not stored as chain blocks",
+                                doc.name, res.truncated_bytes)
+                results.append(res)
+        return results
+
+    # ----- ask ---------------------------------------------------------------------------------
+    def ask(self, question: str, mode: str = "auto", max_new_tokens: int | None = None) -> Answer:
+        """Answer from memory. `exact` reads `question` as the whole prompt after the sinks."""
+        t0 = time.perf_counter()
+        if mode not in ASK_MODES:
+            raise UserInputError(f"bad mode {mode!r}: one of {', '.join(ASK_MODES)}")
+        if not question or not question.strip():
+            raise UserInputError("empty question")
+        max_new = max_new_tokens or self.config.max_new_tokens
+        if mode in ("exact-section", "grafts", "rag-text"):
+            raise UserInputError(f"mode {mode!r} is not available yet; use exact, none or auto")
+        if mode == "none":
+            return self._ask_none(question, max_new, t0)
+        return self._ask_exact(question, max_new, t0, mode)
+
+    def _check_window(self, n: int, max_new: int) -> None:
+        if n + max_new > self.dialect.max_positions:
+            raise UserInputError(
+                f"prompt too long: {n} tokens + {max_new} to generate exceed the model's "
+                f"{self.dialect.max_positions}-token window"
+            )
+
+    def exact_context(self, prompt: str, max_new: int = 0) -> tuple[object, torch.Tensor, int, int, Prefix]:
+        """Cache + next-token logits for `prompt` read after the sinks, stored blocks loaded.
+        Returns (cache, logits, seats used, tokens from memory, prefix)."""
+        tok = self.lm.tokenizer
+        prefix = self.exact.load_prefix(prompt)
+        rest = prompt.encode()[prefix.matched_bytes:].decode("utf-8")
+        rest_ids = tok.encode(rest) if rest else []
+        kv, from_memory = prefix.kv, prefix.tokens
+        pending = [list(b.ids) for b in prefix.pending]
+        if not rest_ids and not pending:
+            # The whole prompt is stored: re-read its last token to get the next-token logits.
+            kv, rest_ids, from_memory = kv.slice(0, kv.tokens - 1), [prefix.last_id], from_memory - 1
+        total = kv.tokens + sum(map(len, pending)) + len(rest_ids)
+        self._check_window(total, max_new)
+        cache = cache_from_kv(kv)
+        seat = kv.tokens
+        logits = None
+        for ids in pending + ([rest_ids] if rest_ids else []):
+            logits = prefill(self.lm.model, cache, ids, seat)
+            seat += len(ids)
+        return cache, logits, seat, from_memory, prefix
+
+    def _ask_exact(self, prompt: str, max_new: int, t0: float, mode: str) -> Answer:
+        cache, logits, seat, from_memory, prefix = self.exact_context(prompt, max_new)
+        text, _ids, ttft = greedy(self.lm.model, self.lm.tokenizer, cache, logits, seat, max_new, t0)
+        return Answer(
+            answer=text, mode="exact", ttft_s=ttft, total_s=time.perf_counter() - t0,
+            prompt_tokens=seat, tokens_from_memory=from_memory, tokens_computed=seat - from_memory,
+            mounted=[{"id": r.key, "score": 1.0} for r in prefix.blocks],
+        )
+
+    def stored_text(self) -> str:
+        """Every stored document of this tenant, in ingest order, joined by blank lines."""
+        docs = sorted(self.store.records(self.config.tenant, "document"), key=lambda r: r.lsn)
+        texts = []
+        for rec in docs:
+            data = self.store.read_payload(rec)
+            if data is not None:
+                texts.append(data.decode("utf-8"))
+        return "\n\n".join(texts)
+
+    def _ask_none(self, question: str, max_new: int, t0: float) -> Answer:
+        """No memory: the last tokens of the stored text that fit the window, then the question."""
+        tok = self.lm.tokenizer
+        sinks = list(tok.sink_ids)
+        q_ids = tok.encode(QUESTION_TEMPLATE.format(q=question.strip()))
+        room = self.dialect.max_positions - len(sinks) - len(q_ids) - max_new
+        self._check_window(len(sinks) + len(q_ids), max_new)
+        ctx = tok.encode(self.stored_text())[-room:] if room > 0 else []
+        ids = sinks + ctx + q_ids
+        cache = new_cache()
+        logits = prefill(self.lm.model, cache, ids, 0)
+        text, _ids, ttft = greedy(self.lm.model, tok, cache, logits, len(ids), max_new, t0)
+        return Answer(
+            answer=text, mode="none", ttft_s=ttft, total_s=time.perf_counter() - t0,
+            prompt_tokens=len(ids), tokens_from_memory=0, tokens_computed=len(ids),
+        )
+
+    def stats(self) -> dict:
+        st = self.store.stats()
+        return {"model": self.lm.name, "identity": self.lm.identity, "tenant": self.config.tenant,
+                "dialect": {"family": self.dialect.family, "profile": self.dialect.profile,
+                            "selftest_max_rel_error": self.selftest.max_rel_error},
+                "store": st, "exact": dict(self.exact.counters)}

@@ -1,0 +1,14 @@
+"""GRM's durable plane: an append-only event log (the authority), checkpoints, content-addressed
+payload files and a derived SQLite catalog, all behind `Store`. See `grm.store.store` for the
+lifecycle and each module's docstring for its on-disk format."""
+
+from grm.store.config import DURABILITY_MODES, StoreConfig
+from grm.store.fs import FileSystem, LocalFS, OsPaths, WritableFile
+from grm.store.fsck import FsckReport
+from grm.store.memfs import MemoryFS
+from grm.store.record import STATES, Record
+from grm.store.store import Store
+from grm.store.txn import Txn
+
+__all__ = ["DURABILITY_MODES", "STATES", "FileSystem", "FsckReport", "LocalFS", "MemoryFS", "OsPaths",
+           "Record", "Store", "StoreConfig", "Txn", "WritableFile"]

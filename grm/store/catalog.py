@@ -1,0 +1,183 @@
+"""The SQLite catalog: an index derived from the host state (which recovery derives from the
+log), never trusted over it. If it is missing, unreadable, of another schema, or at another LSN
+than the log, it is deleted (through the store's file system) and rebuilt.
+
+Schema (version 1; WAL journal, synchronous=NORMAL: losing its last commits to a power cut is
+fine because the LSN check then rebuilds it):
+
+    catalog_meta(k TEXT PRIMARY KEY, v TEXT)      -- "schema" = "1", "lsn" = last LSN reflected
+    rows(id INTEGER PRIMARY KEY, tenant, kind, key, tag, parent, meta, payload, payload_size,
+         text, state, lsn, UNIQUE(tenant, kind, key))
+         -- tag = sha256(tenant)[:16], one FTS token that narrows matches to a tenant;
+         -- meta is canonical JSON
+    rows_parent index on (tenant, kind, parent)
+    rows_fts: FTS5(tag, text), external content = rows, kept in step by triggers
+
+With a file system that has no OS paths (MemoryFS) the catalog lives in ":memory:" and is
+filled from the host state on every open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Iterable
+
+from grm.store.fs import FileSystem
+from grm.store.layout import tenant_dir_name
+from grm.store.record import Record, canonical_json
+
+log = logging.getLogger("grm.store")
+
+SCHEMA_VERSION = "1"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS catalog_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rows(
+  id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
+  tag TEXT NOT NULL, parent TEXT, meta TEXT NOT NULL, payload TEXT, payload_size INTEGER NOT NULL,
+  text TEXT, state TEXT NOT NULL, lsn INTEGER NOT NULL, UNIQUE(tenant, kind, key));
+CREATE INDEX IF NOT EXISTS rows_parent ON rows(tenant, kind, parent);
+CREATE VIRTUAL TABLE IF NOT EXISTS rows_fts USING fts5(tag, text, content='rows', content_rowid='id');
+CREATE TRIGGER IF NOT EXISTS rows_ai AFTER INSERT ON rows BEGIN
+  INSERT INTO rows_fts(rowid, tag, text) VALUES (new.id, new.tag, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS rows_ad AFTER DELETE ON rows BEGIN
+  INSERT INTO rows_fts(rows_fts, rowid, tag, text) VALUES ('delete', old.id, old.tag, old.text);
+END;
+CREATE TRIGGER IF NOT EXISTS rows_au AFTER UPDATE ON rows
+WHEN old.text IS NOT new.text OR old.tag IS NOT new.tag BEGIN
+  INSERT INTO rows_fts(rows_fts, rowid, tag, text) VALUES ('delete', old.id, old.tag, old.text);
+  INSERT INTO rows_fts(rowid, tag, text) VALUES (new.id, new.tag, new.text);
+END;
+"""
+_COLUMNS = "tenant, kind, key, parent, meta, payload, payload_size, text, state, lsn"
+_UPSERT = """
+INSERT INTO rows(tenant, kind, key, tag, parent, meta, payload, payload_size, text, state, lsn)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(tenant, kind, key) DO UPDATE SET tag=excluded.tag, parent=excluded.parent,
+  meta=excluded.meta, payload=excluded.payload, payload_size=excluded.payload_size,
+  text=excluded.text, state=excluded.state, lsn=excluded.lsn
+"""
+
+
+def _row(r: Record) -> tuple:
+    return (r.tenant, r.kind, r.key, tenant_dir_name(r.tenant), r.parent, canonical_json(r.meta),
+            r.payload, r.payload_size, r.text, r.state, r.lsn)
+
+
+class Catalog:
+    """Not thread-safe: the store calls it under its lock. sqlite3.DatabaseError escapes every
+    method; the store answers it with `rebuild`."""
+
+    def __init__(self, fs: FileSystem, path: str | None) -> None:
+        self.fs = fs
+        self.path = path  # None = in memory
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path or ":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            if self.path is not None:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def open(self, records: Iterable[Record], lsn: int) -> bool:
+        """Make the catalog reflect `records` at `lsn`; True if a stored catalog was missing,
+        damaged or stale and had to be rebuilt (what `catalog_rebuilds` counts)."""
+        existed = self.path is not None and self.fs.exists(self.path)
+        try:
+            meta = dict(self.conn.execute("SELECT k, v FROM catalog_meta").fetchall())
+            if meta.get("schema") == SCHEMA_VERSION and meta.get("lsn") == str(lsn):
+                return False
+            reason = f"catalog at lsn {meta.get('lsn')}, schema {meta.get('schema')}; log at lsn {lsn}"
+        except sqlite3.DatabaseError as e:
+            reason = f"catalog unreadable: {e}"
+        counted = self.path is not None and (existed or lsn > 0)
+        if counted:
+            log.warning("rebuilding catalog %s (%s)", self.path, reason)
+        self.rebuild(records, lsn)
+        return counted
+
+    def rebuild(self, records: Iterable[Record], lsn: int) -> None:
+        self.close()
+        if self.path is not None:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                if self.fs.exists(self.path + suffix):
+                    self.fs.remove(self.path + suffix)
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            conn.executemany(_UPSERT, (_row(r) for r in records))
+            conn.executemany("INSERT OR REPLACE INTO catalog_meta(k, v) VALUES (?, ?)",
+                             [("schema", SCHEMA_VERSION), ("lsn", str(lsn))])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def apply(self, upserts: list[Record], deletes: list[tuple[str, str, str]], lsn: int) -> None:
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            conn.executemany(_UPSERT, [_row(r) for r in upserts])
+            conn.executemany("DELETE FROM rows WHERE tenant = ? AND kind = ? AND key = ?", deletes)
+            conn.execute("INSERT OR REPLACE INTO catalog_meta(k, v) VALUES ('lsn', ?)", (str(lsn),))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def search(self, tenant: str, tokens: list[str], kind: str | None, limit: int) -> list[tuple[str, str, float]]:
+        """(kind, key, score) of active rows of `tenant` matching any token, best first.
+        Tokens are quoted here, so no user text is ever parsed as FTS5 syntax."""
+        phrases = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+        match = f'tag : "{tenant_dir_name(tenant)}" AND text : ({phrases})'
+        sql = ("SELECT r.kind, r.key, bm25(rows_fts, 0.0, 1.0) AS s FROM rows_fts "
+               "JOIN rows r ON r.id = rows_fts.rowid "
+               "WHERE rows_fts MATCH ? AND r.tenant = ? AND r.state = 'active'")
+        args: list[object] = [match, tenant]
+        if kind is not None:
+            sql += " AND r.kind = ?"
+            args.append(kind)
+        sql += " ORDER BY s LIMIT ?"
+        args.append(limit)
+        try:
+            hits = self.conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as e:
+            if "fts5" not in str(e):
+                raise
+            # Quoting should make this unreachable; a query is still never an error.
+            log.warning("FTS5 rejected query %r: %s", match, e)
+            return []
+        # bm25() is lower-is-better; the store's contract is higher-is-better.
+        return [(k, key, -s) for k, key, s in hits]
+
+    def rows(self) -> list[Record]:
+        """Every row as the catalog holds it (fsck compares them with the host state)."""
+        out = []
+        for t, k, key, parent, meta, payload, size, text, state, lsn in self.conn.execute(
+                f"SELECT {_COLUMNS} FROM rows"):
+            out.append(Record(t, k, key, parent, json.loads(meta), payload, size, text, state, lsn))
+        return out
+
+    def lsn(self) -> int | None:
+        row = self.conn.execute("SELECT v FROM catalog_meta WHERE k = 'lsn'").fetchone()
+        return int(row[0]) if row else None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()

@@ -1,0 +1,225 @@
+"""The one file-system seam of the store.
+
+Every byte the store writes to the log, checkpoints, payload files and its marker goes through a
+`FileSystem` object injected in `StoreConfig.fs` (the SQLite catalog does its own I/O, but is
+deleted and recreated through it). Crash tests replace it with one that records each
+write / fsync / rename / fsync_dir / truncate / remove and replays every prefix.
+
+Lifecycle, as the store uses it:
+1. `Store.open` calls `makedirs`, `listdir`, `read_bytes`, `try_lock` on the root.
+2. Recovery reads segments and checkpoints with `read_bytes`, cuts a torn log tail with
+   `truncate`, and removes stale temporaries and covered segments with `remove`.
+3. Writes are `open_write` -> `write` -> `fsync` -> `close`, then `rename` over the final name and
+   `fsync_dir` on its directory (`atomic_write`), or appends to the open log segment handle.
+4. Reads of payloads are one `read_bytes` each (the hot path).
+
+Semantics every implementation keeps: `rename` atomically replaces the target; a written file is
+durable only after `fsync` and its directory entry only after `fsync_dir`; `truncate` is durable
+when it returns; `try_lock` returns None, never blocks, when another holder has the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from typing import Protocol, runtime_checkable
+
+from grm.store.layout import tmp_name
+
+Bytes = bytes | bytearray | memoryview
+
+
+class WritableFile(Protocol):
+    """An open file being written: appended to, or freshly created."""
+
+    def write(self, data: Bytes) -> None:
+        """Write all of `data` at the end of the file (short writes are retried inside)."""
+
+    def fsync(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LockHandle(Protocol):
+    def release(self) -> None: ...
+
+
+class FileSystem(Protocol):
+    """What the store needs from a file system. Paths are `str`; errors are `OSError`s."""
+
+    def open_write(self, path: str, *, append: bool = False) -> WritableFile:
+        """Create `path` (truncating it) or, with append=True, open it for appending."""
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole file in one buffer (FileNotFoundError if missing)."""
+
+    def rename(self, src: str, dst: str) -> None: ...
+
+    def fsync_dir(self, path: str) -> None: ...
+
+    def listdir(self, path: str) -> list[str]: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def makedirs(self, path: str) -> None:
+        """Create `path` and its parents; no error if it exists."""
+
+    def remove(self, path: str) -> None: ...
+
+    def truncate(self, path: str, size: int) -> None: ...
+
+    def size(self, path: str) -> int: ...
+
+    def try_lock(self, path: str) -> LockHandle | None:
+        """Take the exclusive lock on `path` (creating it) and write our pid into it."""
+
+
+@runtime_checkable
+class OsPaths(Protocol):
+    """Optional ability: the file system's paths are real OS paths (SQLite can use them)."""
+
+    def os_path(self, path: str) -> str: ...
+
+
+def atomic_write(fs: FileSystem, path: str, data: Bytes, *, sync: bool) -> None:
+    """temp -> write -> fsync -> rename -> fsync dir: after it returns (sync=True) `path` holds
+    exactly `data` across a power loss, and before the rename it holds its old content."""
+    tmp = tmp_name(path)
+    try:
+        handle = fs.open_write(tmp)
+        try:
+            handle.write(data)
+            if sync:
+                handle.fsync()
+        finally:
+            handle.close()
+        fs.rename(tmp, path)
+    except BaseException:
+        # Best effort only: the store is poisoned anyway, and fsck collects what is left.
+        with contextlib.suppress(OSError):
+            if fs.exists(tmp):
+                fs.remove(tmp)
+        raise
+    if sync:
+        fs.fsync_dir(os.path.dirname(path))
+
+
+def ensure_dir(fs: FileSystem, path: str, *, sync: bool) -> None:
+    """makedirs, then fsync the parent of every directory created (a new directory entry is
+    not durable until its parent directory is synced)."""
+    missing = []
+    p = path
+    while p and not fs.exists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    if not missing:
+        return
+    fs.makedirs(path)
+    if sync:
+        for d in reversed(missing):
+            fs.fsync_dir(os.path.dirname(d))
+
+
+class _LocalFile:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: Bytes) -> None:
+        view = memoryview(data).cast("B")
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+class _LocalLock:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+class LocalFS:
+    """The OS file system through `os.*` calls."""
+
+    def open_write(self, path: str, *, append: bool = False) -> _LocalFile:
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+        return _LocalFile(os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644))
+
+    def read_bytes(self, path: str) -> bytes:
+        # Unbuffered readall sizes one buffer from fstat and reads into it: one allocation and
+        # no extra copy, which matters for payloads of hundreds of MB (a readinto into a
+        # bytearray would need a second copy to become `bytes`).
+        with open(path, "rb", buffering=0) as f:
+            return f.readall()
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def truncate(self, path: str, size: int) -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def try_lock(self, path: str) -> _LocalLock | None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            raise
+        # The pid is only a hint for the error message of the next opener; not synced.
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return _LocalLock(fd)
+
+    def os_path(self, path: str) -> str:
+        return path

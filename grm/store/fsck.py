@@ -1,0 +1,70 @@
+"""fsck: verify every payload against its digest, find orphan payload files, compare the catalog
+with the log-derived host state. Finding is here; repairing goes through the store's logged
+writes (`Store.fsck(repair=True)`), so a repair is itself durable and replayable.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+from grm.store.catalog import Catalog
+from grm.store.layout import Layout, tenant_dir_name
+from grm.store.payloads import PayloadFiles
+from grm.store.record import Record, canonical_json
+from grm.store.state import HostState
+
+
+@dataclass(frozen=True)
+class FsckReport:
+    records: int  # rows in the store
+    damaged: list[str]  # `tenant/kind/key` of rows whose payload is missing or corrupt, not yet marked damaged
+    orphans: list[str]  # payload files (relative to the root) that no row names
+    repaired: list[str]  # what repair did, one line each
+    already_damaged: list[str] = field(default_factory=list)  # rows marked damaged before this run
+    catalog_ok: bool = True  # the catalog held exactly the host state at the log's LSN
+
+    def to_json(self) -> dict:
+        return {"records": self.records, "damaged": self.damaged, "orphans": self.orphans,
+                "repaired": self.repaired, "already_damaged": self.already_damaged,
+                "catalog_ok": self.catalog_ok}
+
+
+@dataclass
+class Findings:
+    damaged: list[Record]
+    already_damaged: list[Record]
+    orphans: list[str]  # absolute paths
+    catalog_ok: bool
+
+
+def _key(r: Record) -> tuple:
+    return (r.tenant, r.kind, r.key, r.parent, canonical_json(r.meta), r.payload, r.payload_size,
+            r.text, r.state, r.lsn)
+
+
+def find(state: HostState, payloads: PayloadFiles, layout: Layout, catalog: Catalog | None,
+         lsn: int) -> Findings:
+    rows = list(state.iter_all())
+    verdict: dict[tuple[str, str], str | None] = {}  # each (tenant, digest) hashed once
+    damaged, already = [], []
+    referenced: set[tuple[str, str]] = set()
+    for r in rows:
+        if r.payload is None:
+            continue
+        referenced.add((tenant_dir_name(r.tenant), r.payload))
+        vk = (r.tenant, r.payload)
+        if vk not in verdict:
+            verdict[vk] = payloads.check(r.tenant, r.payload, r.payload_size)
+        if verdict[vk] is not None:
+            (already if r.state == "damaged" else damaged).append(r)
+    orphans = [path for path, th, digest in payloads.files()
+               if digest is None or (th, digest) not in referenced]
+    catalog_ok = True
+    if catalog is not None:
+        try:
+            catalog_ok = (catalog.lsn() == lsn and
+                          {_key(r)[:3]: _key(r) for r in catalog.rows()} == {_key(r)[:3]: _key(r) for r in rows})
+        except (sqlite3.DatabaseError, ValueError):
+            catalog_ok = False
+    return Findings(damaged, already, orphans, catalog_ok)

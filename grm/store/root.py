@@ -1,0 +1,77 @@
+"""Claiming a store root: the marker that says "this is a GRM store" and the one-process lock.
+
+A store is created only in a missing or empty folder (an empty folder may hold a LOCK file or a
+marker temporary from an interrupted creation). The marker `GRM-STORE` is written first, with
+`atomic_write`, so a folder either has a whole marker or is still "empty"; a folder with other
+contents and no marker is refused. The marker is canonical JSON {"format": "grm-store",
+"version": N}; a version newer than this code is refused rather than misread.
+
+The lock is `try_lock` on `<root>/LOCK` (fcntl.flock for LocalFS). It is held until close; the
+file holds the holder's pid so the refused opener can name it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from grm.errors import StoreError
+from grm.store.fs import FileSystem, LockHandle, atomic_write, ensure_dir
+from grm.store.layout import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    LOCK_NAME,
+    MARKER_NAME,
+    Layout,
+    is_tmp,
+)
+from grm.store.record import canonical_json
+
+
+def claim_root(fs: FileSystem, layout: Layout, *, sync: bool) -> None:
+    """Create the store in a missing or empty folder, or check that it is one. OSError escapes."""
+    root = layout.root
+    if fs.exists(root) and not fs.is_dir(root):
+        raise StoreError(f"{root} is not a GRM store (it is not a directory)")
+    ensure_dir(fs, root, sync=sync)
+    names = fs.listdir(root)
+    if MARKER_NAME in names:
+        _check_marker(fs, layout)
+    else:
+        stray = [n for n in names if n != LOCK_NAME and not (n.startswith(MARKER_NAME) and is_tmp(n))]
+        if stray:
+            raise StoreError(f"{root} is not a GRM store (not empty, and no {MARKER_NAME} marker)")
+        marker = canonical_json({"format": FORMAT_NAME, "version": FORMAT_VERSION}) + "\n"
+        atomic_write(fs, layout.marker, marker.encode(), sync=sync)
+    for folder in (layout.log_dir, layout.checkpoint_dir, layout.payload_dir):
+        ensure_dir(fs, folder, sync=sync)
+
+
+def _check_marker(fs: FileSystem, layout: Layout) -> None:
+    try:
+        doc = json.loads(fs.read_bytes(layout.marker))
+        fmt, version = doc["format"], doc["version"]
+    except (ValueError, KeyError, TypeError):
+        raise StoreError(f"{layout.root} is not a GRM store (its {MARKER_NAME} marker is unreadable)") from None
+    if fmt != FORMAT_NAME:
+        raise StoreError(f"{layout.root} is not a GRM store (marker format {fmt!r})")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise StoreError(f"{layout.root} has store format version {version}; this GRM reads up to {FORMAT_VERSION}")
+
+
+def take_lock(fs: FileSystem, layout: Layout, timeout: float) -> LockHandle:
+    deadline = time.monotonic() + timeout
+    while True:
+        handle = fs.try_lock(layout.lock)
+        if handle is not None:
+            return handle
+        if time.monotonic() >= deadline:
+            raise StoreError(f"store {layout.root} is in use by another process (pid {_holder(fs, layout)})")
+        time.sleep(0.05)
+
+
+def _holder(fs: FileSystem, layout: Layout) -> str:
+    try:
+        return str(int(fs.read_bytes(layout.lock).decode().strip()))
+    except (OSError, ValueError):
+        return "unknown"

@@ -1,0 +1,59 @@
+"""Shared fixtures: tiny random models (built once per session) and runtimes on temp stores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Tests never use all cores blindly: two threads, like CI's machine.
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def tiny_models():
+    """name -> LoadedModel for the three tiny random families."""
+    from grm.models import load_model
+
+    cache = Path(os.environ.get("GRM_CACHE", Path.home() / ".cache" / "grm"))
+    return {n: load_model(f"tiny-random-{n}", cache) for n in ("llama", "gemma3", "gpt2")}
+
+
+@pytest.fixture()
+def make_runtime(tmp_path):
+    """Factory: make_runtime(model="tiny-random-llama", tenant="default", store=None) -> Runtime."""
+    from grm.runtime import Runtime
+
+    opened = []
+
+    def make(model: str = "tiny-random-llama", tenant: str = "default", store: Path | None = None, **kw):
+        rt = Runtime.open(store=store or tmp_path / "store", model=model, tenant=tenant, threads=2, **kw)
+        opened.append(rt)
+        return rt
+
+    yield make
+    for rt in opened:
+        try:
+            rt.close()
+        except Exception:
+            pass
+
+
+def lorem(n_paragraphs: int, seed: int = 0) -> str:
+    """Deterministic English-like text with paragraph structure."""
+    import random
+
+    rng = random.Random(seed)
+    words = ("the station harbor seal boat winter river orchard apple robot wheel sensor light team "
+             "morning water temperature village market frost meeting member record north south").split()
+    paras = []
+    for _ in range(n_paragraphs):
+        sents = []
+        for _ in range(rng.randint(2, 5)):
+            s = " ".join(rng.choice(words) for _ in range(rng.randint(5, 14)))
+            sents.append(s.capitalize() + rng.choice([".", ".", "!", "?"]))
+        paras.append(" ".join(sents))
+    return "\n\n".join(paras) + "\n"
