@@ -22,8 +22,10 @@ demo: venv
 test: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
+# Every benchmark, one after another (long: ~1 h on 2 cores); one alone: grm bench NAME.
+BENCHES ?= exact recall codec archive reliability
 bench: venv
-	$(PY) -m grm bench exact --threads 2
+	for b in $(BENCHES); do $(PY) -m grm bench $$b --threads 2 || exit 1; done
 
 clean:
 	rm -rf $(VENV)

@@ -46,7 +46,10 @@ def machine() -> dict:
             "python": platform.python_version(), "platform": platform.platform()}
 
 
-def write_results(name: str, data: dict, table: list[str], command: str) -> None:
+def write_results(name: str, data: dict, table: list[str], command: str, quick: bool = False) -> None:
+    """Write bench/results/NAME.json and .md (NAME-quick.* for smoke runs, which are not committed)."""
+    if quick:
+        name, command = f"{name}-quick", f"{command} --quick"
     RESULTS.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     data = {"benchmark": name, "command": command, "date": now, "machine": machine(), **data}
@@ -55,3 +58,14 @@ def write_results(name: str, data: dict, table: list[str], command: str) -> None
     head = [f"# {name}", "", f"- command: `{command}`", f"- date: {now}",
             f"- machine: {m['processor']}, {m['cpus']} CPUs, Python {m['python']}", ""]
     (RESULTS / f"{name}.md").write_text("\n".join(head + table) + "\n")
+
+
+def run_cli(main) -> None:
+    """`python bench/NAME.py [--model M] [--threads N] [--quick]`: the same flags `grm bench` passes."""
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default=None)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true")
+    sys.exit(main(p.parse_args()))

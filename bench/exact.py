@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import news_corpus, write_results  # noqa: E402
+from _common import news_corpus, run_cli, write_results  # noqa: E402
 
 SIZES = (512, 2048, 6000)
 QUESTION = "\n\nQuestion: Which places and people are named in the first article above?\nAnswer:"
@@ -100,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
     cmd = [sys.executable, __file__, "--warm", str(store), str(work / "prompts.json"), str(threads)]
     if args.model:
         cmd.append(args.model)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
     warms = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for (size, doc_tokens, cold, ingest_s), w in zip(colds, warms):
         rows.append({
@@ -132,7 +132,8 @@ def main(args: argparse.Namespace) -> int:
               "", "Cold = this process, model loaded, nothing stored; warm = a new process on the same store. "
               "Question ~20 tokens; TTFT = ask call to first generated token; 2 torch threads."]
     write_results("exact", {"model": args.model or "smollm2-135m", "threads": threads, "rows": rows,
-                            "targets": targets}, table, "grm bench exact --threads 2")
+                            "targets": targets}, table, "grm bench exact --threads 2",
+                  quick=getattr(args, "quick", False))
     print("\n".join(table))
     return 0
 
@@ -141,8 +142,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--warm":
         warm(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
     else:
-        p = argparse.ArgumentParser()
-        p.add_argument("--model", default=None)
-        p.add_argument("--threads", type=int, default=2)
-        p.add_argument("--quick", action="store_true")
-        sys.exit(main(p.parse_args()))
+        run_cli(main)

@@ -52,16 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--layout", default="chain", choices=["chain", "sections"],
                    help="chain: blocks read front to back (prefix reuse); sections: each section alone")
-    p.add_argument("--block-tokens", type=int, default=512, help="token budget of one block (default 512)")
+    p.add_argument("--block-tokens", type=int, default=512, help="token budget of one chain block (default 512)")
+    p.add_argument("--section-tokens", type=int, default=512, help="token budget of one section (default 512)")
 
     p = sub.add_parser("ask", parents=[common], help="answer a question from memory",
-                       description="Answer from memory. In exact mode QUESTION is the whole prompt (read after "
-                       "the sinks); stored blocks it starts with are loaded instead of computed.")
+                       description="Answer from memory. exact: QUESTION is the whole prompt (read after the "
+                       "sinks); stored blocks it starts with are loaded, the rest computed. exact-section: one "
+                       "section selected on the CPU, answered from [sinks | its stored K/V | question]. grafts: "
+                       "the top K sections re-seated side by side. none: no memory (the last tokens of the stored "
+                       "text that fit the window). rag-text: the selected section re-read as text. auto (default): "
+                       "exact when the prompt starts with a stored block, else exact-section.")
     p.add_argument("question", nargs="?", metavar="QUESTION")
     p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-' = stdin) instead")
     p.add_argument("--mode", default="auto", choices=["auto", "exact", "exact-section", "grafts", "none", "rag-text"])
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--block-tokens", type=int, default=512, help=argparse.SUPPRESS)
+    p.add_argument("--grafts", type=int, default=3, metavar="K", help="sections composed in grafts mode (default 3)")
 
     sub.add_parser("stats", parents=[common], help="what is stored", description="Counts and sizes per tenant and kind.")
 
@@ -96,12 +102,17 @@ def _open_store(args: argparse.Namespace):
     from grm.runtime.config import default_store_dir
     from grm.store import Store, StoreConfig
 
+    from grm.errors import UserInputError
+    from grm.store.layout import MARKER_NAME
+
     root = Path(args.store).expanduser() if args.store else default_store_dir()
+    if not (root / MARKER_NAME).exists():  # reading commands never create a store
+        raise UserInputError(f"no GRM store at {root}")
     return Store.open(StoreConfig(root=root, durability=args.durability))
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    with _open_runtime(args, block_tokens=args.block_tokens) as rt:
+    with _open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
         results = rt.ingest(args.paths, layout=args.layout, progress=not args.json or sys.stderr.isatty())
     out = {
         "documents": len(results), "blocks": sum(r.blocks for r in results),
@@ -123,7 +134,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         text = args.question
     else:
         raise UserInputError("give a QUESTION or --prompt-file FILE")
-    with _open_runtime(args, block_tokens=args.block_tokens) as rt:
+    with _open_runtime(args, block_tokens=args.block_tokens, graft_k=args.grafts) as rt:
         answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))

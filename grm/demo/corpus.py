@@ -18,7 +18,7 @@ DOCUMENTS: dict[str, str] = {
         "In winter the station is closed, and only a caretaker remains. The caretaker keeps the generators "
         "running, clears ice from the landing, and radios the mainland twice a day. Visitors who wish to "
         "see the seals are asked to come in late September, when the pups are born on the sheltered "
-        "beaches below the lighthouse.\n"
+        "beaches below the lighthouse."
     ),
     "orchard-cooperative.txt": (
         "Minutes of the Lindqvist Orchard Cooperative\n\n"
@@ -31,7 +31,7 @@ DOCUMENTS: dict[str, str] = {
         "Several members raised the problem of frost in the lower fields. After a long discussion the "
         "cooperative voted to buy two wind machines, to be installed before the spring blossom. The next "
         "meeting will be held on the first Monday of the following month, and the secretary will send "
-        "the agenda a week before.\n"
+        "the agenda a week before."
     ),
     "robot-club.txt": (
         "Notes from the Westbridge School Robot Club\n\n"
@@ -44,7 +44,7 @@ DOCUMENTS: dict[str, str] = {
         "The club's teacher, Mr. Okonkwo-Hale, said that the secret of the team was patience: they tested "
         "the rover more than two hundred times before the competition.\n\n"
         "Next year the club plans to build a robot arm that can sort coloured blocks. New members are "
-        "welcome, and no experience is needed.\n"
+        "welcome, and no experience is needed."
     ),
 }
 

@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 
 from grm.demo.corpus import DOCUMENTS, QUESTIONS
-from grm.runtime.runtime import QUESTION_TEMPLATE
+from grm.runtime.runtime import question_text
 
 
 def prompts() -> list[str]:
-    return [DOCUMENTS[doc] + QUESTION_TEMPLATE.format(q=q) for doc, q, _ in QUESTIONS]
+    return [DOCUMENTS[doc] + question_text(q) for doc, q, _ in QUESTIONS]
 
 
 def _warm(args: argparse.Namespace, store: Path) -> list[dict]:

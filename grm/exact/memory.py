@@ -48,13 +48,14 @@ class Prefix:
     kv: KV
     sink_tokens: int
     block_tokens: int  # tokens of matched blocks
-    matched_bytes: int  # bytes of the prompt covered by matched blocks
+    matched_bytes: int  # bytes of the prompt covered by matched blocks (served or pending)
     blocks: list[Record] = field(default_factory=list)
     misses: int = 0  # candidate blocks that failed a check (recomputed)
     last_id: int = 0  # the last token id the prefix covers
     # Blocks the prompt matched by bytes after the first one that failed a check: recomputed one
     # block per forward call, as at ingest, so the result is bit-identical to a clean load.
     pending: list[Block] = field(default_factory=list)
+    matched_tokens: int = 0  # prompt tokens covered by matched blocks (served or pending)
 
     @property
     def tokens(self) -> int:
@@ -83,26 +84,26 @@ class ExactMemory:
         """K/V of the sinks: from RAM, else from the store (verified), else computed and stored."""
         if self._sinks is None:
             rec = self.store.get(SYSTEM_TENANT, "sinks", self.sink_fp)
-            kv = self._verified(rec, SYSTEM_TENANT, self.sink_fp, "", 0, self.sink_ids) if rec else None
+            kv = self.verified(rec, SYSTEM_TENANT, self.sink_fp, "", 0, self.sink_ids) if rec else None
             if kv is None:
                 self.counters["sink_recomputes"] += 1
                 cache = new_cache()
                 prefill(self.lm.model, cache, self.sink_ids, 0)
                 kv = kv_from_cache(cache)
-                meta = self._bind(SYSTEM_TENANT, self.sink_fp, "", 0, "", self.sink_ids)
+                meta = self.bind(SYSTEM_TENANT, self.sink_fp, "", 0, "", self.sink_ids)
                 self.store.put(SYSTEM_TENANT, "sinks", self.sink_fp, meta={"seat": 0, "tokens": len(self.sink_ids)},
                                payload=kv.to_bytes(meta))
             self._sinks = kv
         return self._sinks
 
     # ----- binding and verification ------------------------------------------------------------
-    def _bind(self, tenant: str, fp: str, parent: str, seat: int, text: str, ids: list[int]) -> dict[str, str]:
+    def bind(self, tenant: str, fp: str, parent: str, seat: int, text: str, ids: list[int]) -> dict[str, str]:
         return {
             "identity": self.lm.identity, "tenant": tenant, "fingerprint": fp, "parent": parent,
             "seat": str(seat), "text": text, "ids": json.dumps(list(ids)),
         }
 
-    def _verified(self, rec: Record, tenant: str, fp: str, parent: str, seat: int, ids: list[int],
+    def verified(self, rec: Record, tenant: str, fp: str, parent: str, seat: int, ids: list[int],
                   text: str = "") -> KV | None:
         """The record's K/V if every binding checks out, else None (a miss, logged once)."""
         data = self.store.read_payload(rec)
@@ -112,7 +113,7 @@ class ExactMemory:
             kv, meta = KV.from_bytes(data)
         except (ValueError, KeyError, json.JSONDecodeError) as exc:
             return self._miss(rec, f"unreadable payload: {exc}")
-        want = self._bind(tenant, fp, parent, seat, text, ids)
+        want = self.bind(tenant, fp, parent, seat, text, ids)
         for key, value in want.items():
             if meta.get(key) != value:
                 return self._miss(rec, f"bound {key} does not match")
@@ -147,7 +148,7 @@ class ExactMemory:
                 parent = fps[i - 1] if i else self.sink_fp
                 prefill(self.lm.model, cache, list(block.ids), seat)
                 kv = kv_from_cache(cache, seat, seat + len(block.ids))
-                meta = self._bind(self.tenant, fp, parent, seat, block.text, list(block.ids))
+                meta = self.bind(self.tenant, fp, parent, seat, block.text, list(block.ids))
                 self.store.put(self.tenant, "block", fp, parent=parent, text=block.text, payload=kv.to_bytes(meta),
                                meta={"seat": seat, "tokens": len(block.ids), "doc": name, "index": i, "layout": "chain"})
                 seat += len(block.ids)
@@ -191,7 +192,7 @@ class ExactMemory:
         parent = self.sink_fp
         for block, fp in zip(blocks, fps):
             rec = self.store.get(self.tenant, "block", fp)
-            kv = self._verified(rec, self.tenant, fp, parent, seat, list(block.ids), block.text) if rec else None
+            kv = self.verified(rec, self.tenant, fp, parent, seat, list(block.ids), block.text) if rec else None
             if kv is None:
                 misses += 1
                 break
@@ -203,35 +204,43 @@ class ExactMemory:
         last_id = blocks[len(recs) - 1].ids[-1] if recs else self.sink_ids[-1]
         return Prefix(KV.cat(parts), sinks.tokens, seat - sinks.tokens, covered, recs, misses, last_id)
 
-    def load_prefix(self, prompt: str) -> Prefix:
-        """The longest run of stored blocks the prompt starts with, verified; the rest is the caller's."""
+    def match(self, prompt: str, ids: list[int]) -> tuple[list[Block], list[str], int, int]:
+        """Stored chain blocks the prompt starts with, found in the catalog (nothing loaded):
+        (blocks, fingerprints, bytes covered, tokens covered). A block matches where the prompt's
+        bytes start with its text AND the prompt's next token ids fingerprint to its key."""
         data = prompt.encode()
         blocks: list[Block] = []
         fps: list[str] = []
-        pos, parent = 0, self.sink_fp
-        tok = self.lm.tokenizer
+        pos, tpos, parent = 0, 0, self.sink_fp
         while pos < len(data):
             children = [r for r in self.store.children(self.tenant, "block", parent) if r.text]
-            best = None
+            found = None
             for rec in sorted(children, key=lambda r: -len(r.text.encode())):
                 piece = rec.text.encode()
-                if data.startswith(piece, pos):  # byte comparison against the prompt
-                    best = rec
+                n = int(rec.meta.get("tokens", 0))
+                if n <= 0 or not data.startswith(piece, pos):  # byte comparison against the prompt
+                    continue
+                span = ids[tpos : tpos + n]
+                if len(span) == n and fingerprint(self.lm.identity, self.tenant, parent, piece, span) == rec.key:
+                    found = (Block(rec.text, tuple(span)), rec.key)
                     break
-            if best is None:
+            if found is None:
                 break
-            text = best.text
-            ids = tok.encode(text)
-            fp = fingerprint(self.lm.identity, self.tenant, parent, text.encode(), ids)
-            if fp != best.key:
-                self.counters["block_misses"] += 1
-                break
-            blocks.append(Block(text, tuple(ids)))
-            fps.append(fp)
-            pos += len(text.encode())
-            parent = fp
+            blocks.append(found[0])
+            fps.append(found[1])
+            pos += len(found[0].text.encode())
+            tpos += len(found[0].ids)
+            parent = found[1]
+        return blocks, fps, pos, tpos
+
+    def load_prefix(self, prompt: str, prompt_ids: list[int] | None = None) -> Prefix:
+        """The longest run of stored blocks the prompt starts with, verified; the rest is the
+        caller's. The prompt is read as one tokenization (`prompt_ids`)."""
+        ids = self.lm.tokenizer.encode(prompt) if prompt_ids is None else prompt_ids
+        blocks, fps, pos, tpos = self.match(prompt, ids)
         prefix = self._walk(blocks, fps)
         prefix.pending = blocks[len(prefix.blocks):]
         prefix.matched_bytes = pos
+        prefix.matched_tokens = tpos
         self.counters["block_hits"] += len(prefix.blocks)
         return prefix

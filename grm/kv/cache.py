@@ -7,10 +7,15 @@ keeps a span's K/V the same object whatever layer type it came from.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from transformers import DynamicCache
 
 from grm.kv.payload import KV
+
+if TYPE_CHECKING:
+    from grm.dialects import Dialect
 
 
 def new_cache() -> DynamicCache:
@@ -41,3 +46,11 @@ def crop(cache: DynamicCache, length: int) -> None:
     extra = cache.get_seq_length() - length
     if extra > 0:
         cache.crop(-extra)
+
+
+def reseat_kv(kv: KV, dialect: "Dialect", delta: int) -> KV:
+    """`kv` moved by `delta` seats: keys rotated per layer (one rotation; none at 0), values as is."""
+    if delta == 0:
+        return kv
+    keys = torch.stack([dialect.reseat(kv.keys[i], i, delta) for i in range(kv.keys.shape[0])])
+    return KV(keys, kv.values)

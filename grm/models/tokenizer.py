@@ -19,6 +19,11 @@ class Tokenizer(Protocol):
 
     def decode(self, ids: list[int]) -> str: ...
 
+    def piece_bytes(self, ids: list[int]) -> list[bytes] | None:
+        """The exact bytes each token stands for (joined: the encoded text), or None if this
+        tokenizer cannot say. Lets blocks be cut at token boundaries of one whole reading."""
+        ...
+
 
 class ByteTokenizer:
     """Every UTF-8 byte is one token (ids 0..255); 256 = BOS, 257 = EOS. For tiny test models."""
@@ -37,8 +42,24 @@ class ByteTokenizer:
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
+    def piece_bytes(self, ids: list[int]) -> list[bytes] | None:
+        return [bytes([i]) if i < 256 else b"" for i in ids]
+
     def files_digest_parts(self) -> list[bytes]:
         return [b"byte-tokenizer-v1"]
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's reversible byte -> printable character map, inverted (char -> byte)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    chars = list(keep)
+    n = 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars)}
 
 
 class HFTokenizer:
@@ -70,9 +91,22 @@ class HFTokenizer:
         while len(ids) < 4:
             ids = ids + (ids[0] if ids else 0,)
         self.sink_ids = ids
+        decoder = type(getattr(getattr(hf_tokenizer, "backend_tokenizer", None), "decoder", None)).__name__
+        self._byte_map = _byte_level_alphabet() if decoder == "ByteLevel" else None
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, skip_special_tokens=True)
+
+    def piece_bytes(self, ids: list[int]) -> list[bytes] | None:
+        if self._byte_map is None:
+            return None
+        out = []
+        special = set(getattr(self._tok, "all_special_ids", ()))
+        for tid, piece in zip(ids, self._tok.convert_ids_to_tokens(ids)):
+            if tid in special or piece is None or any(ch not in self._byte_map for ch in piece):
+                return None
+            out.append(bytes(self._byte_map[ch] for ch in piece))
+        return out

@@ -34,7 +34,9 @@ class RuntimeConfig:
     tenant: str = "default"  # owner of every record this runtime reads or writes
     threads: int | None = None  # torch threads; None = all cores
     durability: str = "normal"  # store durability mode
-    block_tokens: int = 512  # token budget of one exact block
+    block_tokens: int = 512  # token budget of one exact block (chain layout)
+    section_tokens: int = 512  # token budget of one section (sections layout)
+    graft_k: int = 3  # sections composed in `grafts` mode
     max_new_tokens: int = 48  # greedy generation limit
 
     def __post_init__(self) -> None:
@@ -48,5 +50,7 @@ class RuntimeConfig:
             raise UserInputError(f"bad durability {self.durability!r}: one of {', '.join(DURABILITY)}")
         if self.block_tokens < 8:
             raise UserInputError("block size must be >= 8 tokens")
+        if self.section_tokens < 8 or self.graft_k < 1:
+            raise UserInputError("section size must be >= 8 tokens and graft count >= 1")
         if self.max_new_tokens < 1:
             raise UserInputError("--max-new-tokens must be >= 1")

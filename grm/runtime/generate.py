@@ -30,7 +30,7 @@ class Answer:
 
 def finish_text(text: str) -> str:
     """The answer as reported: cut at the first blank line, stripped."""
-    return text.split("\n\n", 1)[0].strip()
+    return text.lstrip().split("\n\n", 1)[0].strip()
 
 
 def greedy(
@@ -47,7 +47,7 @@ def greedy(
         if token in tok.eos_ids:
             break
         ids.append(token)
-        if "\n\n" in tok.decode(ids).lstrip("\n"):  # a blank line ends the answer
+        if "\n\n" in tok.decode(ids).lstrip():  # a blank line after some text ends the answer
             break
         if i + 1 < max_new:
             logits = step(model, cache, token, seat)

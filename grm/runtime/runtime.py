@@ -18,11 +18,12 @@ from grm.dialects import Dialect, SelfTestResult, dialect_for, self_test
 from grm.dialects.selftest import PROBE_TEXT
 from grm.errors import UserInputError
 from grm.exact import ExactConfig, ExactMemory, IngestResult, Prefix
-from grm.kv import cache_from_kv, new_cache
+from grm.kv import cache_from_kv, new_cache, reseat_kv
 from grm.kv.forward import prefill
 from grm.models import LoadedModel, load_model
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig, default_cache_dir, default_store_dir
 from grm.runtime.files import collect
+from grm.sections import SectionConfig, SectionMemory
 from grm.runtime.generate import Answer, greedy
 from grm.store import Store, StoreConfig
 
@@ -30,21 +31,31 @@ log = logging.getLogger("grm")
 QUESTION_TEMPLATE = "\n\nQuestion: {q}\nAnswer:"
 
 
+def question_text(question: str) -> str:
+    """The text read after memory: the question template, unless the question already starts its
+    own answer ("...?\nAnswer: The X is"), which small models recall best with."""
+    q = question.strip()
+    return f"\n\nQuestion: {q}" if "\nAnswer:" in q else QUESTION_TEMPLATE.format(q=q)
+
+
 class Runtime:
     def __init__(self, config: RuntimeConfig, lm: LoadedModel, dialect: Dialect, selftest: SelfTestResult,
                  store: Store) -> None:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
+        self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
 
     @classmethod
     def open(cls, store: str | Path | None = None, model: str | None = None, tenant: str = "default",
              threads: int | None = None, cache_dir: str | Path | None = None, durability: str = "normal",
-             block_tokens: int = 512, max_new_tokens: int = 48) -> "Runtime":
+             block_tokens: int = 512, section_tokens: int = 512, graft_k: int = 3,
+             max_new_tokens: int = 48) -> "Runtime":
         config = RuntimeConfig(
             store=Path(store).expanduser() if store is not None else default_store_dir(),
             cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
             model=model or RuntimeConfig.model, tenant=tenant, threads=threads, durability=durability,
-            block_tokens=block_tokens, max_new_tokens=max_new_tokens,
+            block_tokens=block_tokens, section_tokens=section_tokens, graft_k=graft_k,
+            max_new_tokens=max_new_tokens,
         )
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -70,18 +81,17 @@ class Runtime:
         could be ingested; skips (with a warning) empty or binary files."""
         if layout not in LAYOUTS:
             raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
-        if layout != "chain":
-            raise UserInputError("the 'sections' layout is not available yet; use --layout chain")
         if isinstance(paths, (str, Path)):
             paths = [paths]
         docs = collect(list(paths))
         if not docs:
             raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
-        plans = [self.exact.plan_blocks(d.text) for d in docs]
+        memory = self.exact if layout == "chain" else self.sections
+        plans = [memory.plan_blocks(d.text) if layout == "chain" else memory.plan(d.text) for d in docs]
         results = []
         with tqdm(total=sum(plans), desc="ingest", unit="block", disable=not progress, leave=False) as bar:
             for doc in docs:
-                res = self.exact.ingest(doc.text, doc.name, progress=bar.update)
+                res = memory.ingest(doc.text, doc.name, progress=bar.update)
                 if res.truncated_bytes:
                     log.warning("%s: %d bytes past the model's window were not stored as chain blocks",
                                 doc.name, res.truncated_bytes)
@@ -97,11 +107,14 @@ class Runtime:
         if not question or not question.strip():
             raise UserInputError("empty question")
         max_new = max_new_tokens or self.config.max_new_tokens
-        if mode in ("exact-section", "grafts", "rag-text"):
-            raise UserInputError(f"mode {mode!r} is not available yet; use exact, none or auto")
         if mode == "none":
             return self._ask_none(question, max_new, t0)
-        return self._ask_exact(question, max_new, t0, mode)
+        if mode == "auto":
+            ids = self.lm.tokenizer.encode(question)
+            mode = "exact" if self.exact.match(question, ids)[0] else "exact-section"
+        if mode == "exact":
+            return self._ask_exact(question, max_new, t0, mode)
+        return self._ask_sections(question, mode, max_new, t0)
 
     def _check_window(self, n: int, max_new: int) -> None:
         if n + max_new > self.dialect.max_positions:
@@ -113,17 +126,15 @@ class Runtime:
     def exact_context(self, prompt: str, max_new: int = 0) -> tuple[object, torch.Tensor, int, int, Prefix]:
         """Cache + next-token logits for `prompt` read after the sinks, stored blocks loaded.
         Returns (cache, logits, seats used, tokens from memory, prefix)."""
-        tok = self.lm.tokenizer
-        prefix = self.exact.load_prefix(prompt)
-        rest = prompt.encode()[prefix.matched_bytes:].decode("utf-8")
-        rest_ids = tok.encode(rest) if rest else []
+        ids = self.lm.tokenizer.encode(prompt)
+        self._check_window(len(self.exact.sink_ids) + len(ids), max_new)
+        prefix = self.exact.load_prefix(prompt, ids)
+        rest_ids = ids[prefix.matched_tokens:]
         kv, from_memory = prefix.kv, prefix.tokens
         pending = [list(b.ids) for b in prefix.pending]
         if not rest_ids and not pending:
             # The whole prompt is stored: re-read its last token to get the next-token logits.
             kv, rest_ids, from_memory = kv.slice(0, kv.tokens - 1), [prefix.last_id], from_memory - 1
-        total = kv.tokens + sum(map(len, pending)) + len(rest_ids)
-        self._check_window(total, max_new)
         cache = cache_from_kv(kv)
         seat = kv.tokens
         logits = None
@@ -141,6 +152,44 @@ class Runtime:
             mounted=[{"id": r.key, "score": 1.0} for r in prefix.blocks],
         )
 
+    def _ask_sections(self, question: str, mode: str, max_new: int, t0: float) -> Answer:
+        """exact-section: [sinks | selected section's stored K/V | question]; rag-text: the same
+        section re-read as text; grafts: the top-k sections re-seated side by side, the most
+        relevant nearest the question."""
+        tok = self.lm.tokenizer
+        hits = self.sections.select(question, k=self.config.graft_k if mode == "grafts" else 1)
+        if not hits:
+            log.warning("no stored section matches the question; answering without memory")
+            return self._ask_none(question, max_new, t0)
+        q_ids = tok.encode(question_text(question))
+        sinks = self.exact.sinks()
+        cache = cache_from_kv(sinks)
+        seat, from_memory = sinks.tokens, sinks.tokens
+        for hit in reversed(hits):  # least relevant first: the best one ends next to the question
+            if mode == "rag-text":
+                ids = tok.encode(hit.record.text or "")
+                kv = None
+            else:
+                kv, ids = self.sections.load(hit.record)
+            self._check_window(seat + len(ids) + len(q_ids), max_new)
+            if kv is None:  # rag-text, or a miss: read the section's text (after the sinks' seats)
+                prefill(self.lm.model, cache, ids, seat)
+            else:
+                kv = reseat_kv(kv, self.dialect, seat - sinks.tokens)  # no rotation at delta 0
+                for layer in range(kv.keys.shape[0]):
+                    cache.update(kv.keys[layer][None], kv.values[layer][None], layer)
+                from_memory += kv.tokens
+            seat += len(ids)
+        logits = prefill(self.lm.model, cache, q_ids, seat)
+        seat += len(q_ids)
+        text, _ids, ttft = greedy(self.lm.model, tok, cache, logits, seat, max_new, t0)
+        return Answer(
+            answer=text, mode=mode, ttft_s=ttft, total_s=time.perf_counter() - t0, prompt_tokens=seat,
+            tokens_from_memory=from_memory, tokens_computed=seat - from_memory,
+            mounted=[{"id": h.record.key, "score": round(h.score, 4)} for h in hits],
+            lossy=mode == "grafts" and len(hits) > 1,
+        )
+
     def stored_text(self) -> str:
         """Every stored document of this tenant, in ingest order, joined by blank lines."""
         docs = sorted(self.store.records(self.config.tenant, "document"), key=lambda r: r.lsn)
@@ -155,7 +204,7 @@ class Runtime:
         """No memory: the last tokens of the stored text that fit the window, then the question."""
         tok = self.lm.tokenizer
         sinks = list(tok.sink_ids)
-        q_ids = tok.encode(QUESTION_TEMPLATE.format(q=question.strip()))
+        q_ids = tok.encode(question_text(question))
         room = self.dialect.max_positions - len(sinks) - len(q_ids) - max_new
         self._check_window(len(sinks) + len(q_ids), max_new)
         ctx = tok.encode(self.stored_text())[-room:] if room > 0 else []

@@ -6,7 +6,7 @@ round-trip correctness (decode and bytes), encode/decode µs per symbol, symbol_
 append µs per symbol, suffix-search µs per query for s = 1..8 with precision/recall against a
 brute-force scan, and bytes per symbol (bit-packed payload, chaos anchors, suffix index).
 
-Run from the repository root:  .venv/bin/python -m bench.codec_bench [out_dir] [n]
+Run from the repository root:  .venv/bin/python bench/codec.py [out_dir] [n]   (or: grm bench codec)
 Writes out_dir/codec.json and out_dir/codec.md (default out_dir: bench/results).
 """
 
@@ -22,6 +22,7 @@ import datetime as _dt  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -170,7 +171,7 @@ def run(out_dir: Path, n: int = 1_000_000) -> dict:
                 },
             })
     report = {
-        "command": f"{Path(sys.executable).name} -m bench.codec_bench {out_dir} {n}",
+        "command": "grm bench codec" if n == 1_000_000 else f"python bench/codec.py {out_dir} {n}",
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "threads": {var: os.environ[var] for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -231,6 +232,17 @@ def markdown(report: dict) -> str:
                            for q in r["suffix_search"]["by_query_length"])
         lines.append(f"| {r['alphabet']} | {r['distribution']} | {cells} |")
     return "\n".join(lines) + "\n"
+
+
+def main(args: object) -> int:
+    """`grm bench codec`: the full run into bench/results/ (--quick: 10^5 symbols, not committed)."""
+    quick = getattr(args, "quick", False)
+    target = Path(__file__).resolve().parent / "results"
+    if quick:
+        target = Path(tempfile.mkdtemp(prefix="grm-bench-codec-"))
+    run(target, 100_000 if quick else 1_000_000)
+    print((target / "codec.md").read_text())
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,71 @@
+"""The lexical routing channel: SQLite FTS5 BM25 over stored text, plus a bonus for identifiers.
+
+BM25 alone treats "the" and "Velmora" alike once they are rare enough; the words that pin a
+memory down are identifiers: numbers, and capitalized words that do not start a sentence (proper
+names). Each identifier of the query found verbatim in a candidate's text adds `identifier_bonus`
+times the best BM25 score of the candidate set, so a candidate holding the query's names wins
+over one that only shares its common words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from grm.store import Record, Store
+
+_WORD = re.compile(r"[\w'-]+", re.UNICODE)
+_STOP = frozenset(
+    "what which who whom whose when where why how is are was were the a an of in on at to for by with "
+    "from and or do does did i you he she it we they this that these those".split()
+)
+
+
+@dataclass(frozen=True)
+class LexicalConfig:
+    candidates: int = 50  # BM25 candidates fetched before re-scoring
+    identifier_bonus: float = 0.5  # per identifier matched, times the best BM25 score
+
+    def __post_init__(self) -> None:
+        if self.candidates < 1 or self.identifier_bonus < 0:
+            raise ValueError("candidates must be >= 1 and identifier_bonus >= 0")
+
+
+@dataclass(frozen=True)
+class Hit:
+    record: Record
+    score: float  # combined score, higher is better
+    bm25: float
+    identifiers: tuple[str, ...]  # query identifiers found in the record's text (why it was chosen)
+
+
+def identifiers(text: str) -> list[str]:
+    """Numbers and proper-name-like words of `text` (not the first word of a sentence)."""
+    out: list[str] = []
+    sentence_start = True
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        prev = text[: m.start()].rstrip()
+        sentence_start = not prev or prev[-1] in ".!?:\n"
+        if any(ch.isdigit() for ch in word):
+            out.append(word)
+        elif word[0].isupper() and not sentence_start and word.lower() not in _STOP:
+            out.append(word)
+    return list(dict.fromkeys(out))
+
+
+def search(store: Store, tenant: str, query: str, kind: str, config: LexicalConfig,
+           keep: "callable[[Record], bool]" = lambda r: True) -> list[Hit]:
+    """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent)."""
+    found = [(r, s) for r, s in store.search_text(tenant, query, kind=kind, limit=config.candidates) if keep(r)]
+    if not found:
+        return []
+    top = max(s for _, s in found) or 1.0
+    idents = identifiers(query)
+    hits = []
+    for rec, bm25 in found:
+        text = rec.text or ""
+        matched = tuple(i for i in idents if re.search(rf"(?<![\w]){re.escape(i)}(?![\w])", text))
+        hits.append(Hit(rec, bm25 + config.identifier_bonus * top * len(matched), bm25, matched))
+    hits.sort(key=lambda h: -h.score)
+    return hits

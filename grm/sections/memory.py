@@ -1,0 +1,83 @@
+"""Sections: documents split along their structure, each section read ALONE after the sinks.
+
+A section is an exact block whose parent is the sinks (seat = number of sink tokens), so the
+same bytes always give the same fingerprint, and answering from `[sinks | section | question]`
+with the stored K/V is bit-identical to reading that section cold. Selection runs on the CPU
+(the lexical channel: BM25 + identifiers); no generation. The whole document is kept byte-exact
+as a `document` record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable
+
+from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
+from grm.kv import KV, cache_from_kv, kv_from_cache
+from grm.kv.forward import prefill
+from grm.route import Hit, LexicalConfig, search
+from grm.store import Record
+
+
+@dataclass(frozen=True)
+class SectionConfig:
+    section_tokens: int = 512  # token budget of one section (leave room for the question)
+    lexical: LexicalConfig = LexicalConfig()
+
+    def __post_init__(self) -> None:
+        if self.section_tokens < 8:
+            raise ValueError("section_tokens must be >= 8")
+
+
+class SectionMemory:
+    def __init__(self, exact: ExactMemory, config: SectionConfig) -> None:
+        self.exact, self.config = exact, config
+
+    def plan(self, text: str) -> int:
+        return len(split_blocks(text, self.exact.lm.tokenizer, self.config.section_tokens))
+
+    def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None) -> IngestResult:
+        """Store each section's K/V (read after the sinks alone); idempotent and resumable."""
+        ex = self.exact
+        sinks = ex.sinks()
+        seat = sinks.tokens
+        sections = split_blocks(text, ex.lm.tokenizer, self.config.section_tokens)
+        fps, computed = [], 0
+        for i, sec in enumerate(sections):
+            ids = ex.lm.tokenizer.encode(sec.text)  # a section is read alone: its own reading
+            fp = fingerprint(ex.lm.identity, ex.tenant, ex.sink_fp, sec.text.encode(), ids)
+            fps.append(fp)
+            if ex.store.get(ex.tenant, "block", fp) is None:
+                cache = cache_from_kv(sinks)
+                prefill(ex.lm.model, cache, ids, seat)
+                kv = kv_from_cache(cache, seat, seat + len(ids))
+                meta = ex.bind(ex.tenant, fp, ex.sink_fp, seat, sec.text, ids)
+                ex.store.put(ex.tenant, "block", fp, parent=ex.sink_fp, text=sec.text, payload=kv.to_bytes(meta),
+                             meta={"seat": seat, "tokens": len(ids), "doc": name, "index": i, "layout": "sections"})
+                computed += 1
+            if progress:
+                progress(1)
+        data = text.encode()
+        ex.store.put(ex.tenant, "document", hashlib.sha256(data).hexdigest(), payload=data,
+                     meta={"name": name, "layout": "sections", "blocks": fps, "bytes": len(data)})
+        return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections))
+
+    def select(self, question: str, k: int = 1) -> list[Hit]:
+        """The k sections that best match `question` (CPU only), best first, with why."""
+        ex = self.exact
+        hits = search(ex.store, ex.tenant, question, "block", self.config.lexical,
+                      keep=lambda r: r.parent == ex.sink_fp)
+        return hits[:k]
+
+    def load(self, rec: Record) -> tuple[KV | None, list[int]]:
+        """A selected section's K/V, verified (None = miss), and its token ids."""
+        ex = self.exact
+        ids = ex.lm.tokenizer.encode(rec.text or "")
+        if fingerprint(ex.lm.identity, ex.tenant, ex.sink_fp, (rec.text or "").encode(), ids) != rec.key:
+            ex.counters["block_misses"] += 1
+            return None, ids
+        kv = ex.verified(rec, ex.tenant, rec.key, ex.sink_fp, ex.sinks().tokens, ids, rec.text or "")
+        if kv is not None:
+            ex.counters["block_hits"] += 1
+        return kv, ids
