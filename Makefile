@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.grm-installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench venv services clean
 
 venv: $(STAMP)
 
@@ -19,7 +19,13 @@ $(STAMP): requirements.lock pyproject.toml
 demo: venv
 	$(PY) -m grm demo
 
-test: venv
+# The shared-store tests run a real redis-server (Debian's package) on a loopback port; without
+# it (no root, no apt) they are skipped with a reason.
+services:
+	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null 2>&1 \
+	  || echo "make: redis-server is not installed: the shared-store tests will be skipped" >&2
+
+test: venv services
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 # Every benchmark, one after another (long: ~1 h on 2 cores); one alone: grm bench NAME.

@@ -28,6 +28,9 @@ def _common() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print only JSON on stdout")
     g.add_argument("--durability", default="normal", choices=["volatile", "async", "normal", "full", "strict"],
                    help="store durability mode (default normal)")
+    g.add_argument("--key-file", metavar="PATH", help="master key (32 raw bytes or 64 hex chars) for encryption "
+                   "at rest; or set GRM_MASTER_KEY")
+    g.add_argument("--compress", action="store_true", help="zstandard-compress payload files")
     g.add_argument("-v", "--verbose", action="store_true", help="more log lines on stderr")
     return p
 
@@ -91,11 +94,19 @@ def _print(obj: dict, as_json: bool) -> None:
             print(f"{key}: {value}")
 
 
+def _master_key(args: argparse.Namespace) -> bytes | None:
+    import os
+
+    from grm.store import load_master_key
+
+    return load_master_key(args.key_file, os.environ.get("GRM_MASTER_KEY"))
+
+
 def _open_runtime(args: argparse.Namespace, **extra: object):
     from grm.runtime import Runtime
 
     return Runtime.open(store=args.store, model=args.model, tenant=args.tenant, threads=args.threads,
-                        durability=args.durability, **extra)
+                        durability=args.durability, master_key=_master_key(args), compress=args.compress, **extra)
 
 
 def _open_store(args: argparse.Namespace):
@@ -108,7 +119,8 @@ def _open_store(args: argparse.Namespace):
     root = Path(args.store).expanduser() if args.store else default_store_dir()
     if not (root / MARKER_NAME).exists():  # reading commands never create a store
         raise UserInputError(f"no GRM store at {root}")
-    return Store.open(StoreConfig(root=root, durability=args.durability))
+    return Store.open(StoreConfig(root=root, durability=args.durability, master_key=_master_key(args),
+                                  compress=args.compress))
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

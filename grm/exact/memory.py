@@ -78,6 +78,7 @@ class ExactMemory:
         self.sink_ids = list(lm.tokenizer.sink_ids)
         self.sink_fp = fingerprint(lm.identity, SYSTEM_TENANT, "", b"", self.sink_ids)
         self.counters = {"block_hits": 0, "block_misses": 0, "sink_recomputes": 0}
+        self._warned: set[str] = set()  # records already logged as misses (count every time, log once)
 
     # ----- sinks -------------------------------------------------------------------------------
     def sinks(self) -> KV:
@@ -104,7 +105,7 @@ class ExactMemory:
         }
 
     def verified(self, rec: Record, tenant: str, fp: str, parent: str, seat: int, ids: list[int],
-                  text: str = "") -> KV | None:
+                 text: str = "") -> KV | None:
         """The record's K/V if every binding checks out, else None (a miss, logged once)."""
         data = self.store.read_payload(rec)
         if data is None:
@@ -124,7 +125,9 @@ class ExactMemory:
 
     def _miss(self, rec: Record, why: str) -> None:
         self.counters["block_misses"] += 1
-        log.warning("memory record %s/%s not served (%s); recomputing", rec.kind, rec.key[:16], why)
+        if rec.key not in self._warned:
+            self._warned.add(rec.key)
+            log.warning("memory record %s/%s not served (%s); recomputing", rec.kind, rec.key[:16], why)
         return None
 
     # ----- ingest ------------------------------------------------------------------------------

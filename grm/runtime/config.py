@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grm.errors import UserInputError
@@ -38,6 +38,8 @@ class RuntimeConfig:
     section_tokens: int = 512  # token budget of one section (sections layout)
     graft_k: int = 3  # sections composed in `grafts` mode
     max_new_tokens: int = 48  # greedy generation limit
+    master_key: bytes | None = field(default=None, repr=False)  # 32 bytes: encryption at rest
+    compress: bool = False  # zstandard-compress payload files (before encryption)
 
     def __post_init__(self) -> None:
         if not _TENANT.fullmatch(self.tenant):

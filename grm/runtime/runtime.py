@@ -23,8 +23,8 @@ from grm.kv.forward import prefill
 from grm.models import LoadedModel, load_model
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig, default_cache_dir, default_store_dir
 from grm.runtime.files import collect
-from grm.sections import SectionConfig, SectionMemory
 from grm.runtime.generate import Answer, greedy
+from grm.sections import SectionConfig, SectionMemory
 from grm.store import Store, StoreConfig
 
 log = logging.getLogger("grm")
@@ -49,20 +49,21 @@ class Runtime:
     def open(cls, store: str | Path | None = None, model: str | None = None, tenant: str = "default",
              threads: int | None = None, cache_dir: str | Path | None = None, durability: str = "normal",
              block_tokens: int = 512, section_tokens: int = 512, graft_k: int = 3,
-             max_new_tokens: int = 48) -> "Runtime":
+             max_new_tokens: int = 48, master_key: bytes | None = None, compress: bool = False) -> "Runtime":
         config = RuntimeConfig(
             store=Path(store).expanduser() if store is not None else default_store_dir(),
             cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
             model=model or RuntimeConfig.model, tenant=tenant, threads=threads, durability=durability,
             block_tokens=block_tokens, section_tokens=section_tokens, graft_k=graft_k,
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=max_new_tokens, master_key=master_key, compress=compress,
         )
         if config.threads:
             torch.set_num_threads(config.threads)
         lm = load_model(config.model, config.cache_dir, log=log.info)
         dialect = dialect_for(lm.model)
         result = self_test(dialect, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT))
-        st = Store.open(StoreConfig(root=config.store, durability=config.durability))
+        st = Store.open(StoreConfig(root=config.store, durability=config.durability,
+                                    master_key=config.master_key, compress=config.compress))
         return cls(config, lm, dialect, result, st)
 
     def __enter__(self) -> "Runtime":

@@ -2,8 +2,8 @@
 log), never trusted over it. If it is missing, unreadable, of another schema, or at another LSN
 than the log, it is deleted (through the store's file system) and rebuilt.
 
-Schema (version 1; WAL journal, synchronous=NORMAL: losing its last commits to a power cut is
-fine because the LSN check then rebuilds it):
+Schema (version 1; WAL journal, synchronous=NORMAL - FULL in durability full/strict - losing its
+last commits to a power cut is fine because the LSN check then rebuilds it):
 
     catalog_meta(k TEXT PRIMARY KEY, v TEXT)      -- "schema" = "1", "lsn" = last LSN reflected
     rows(id INTEGER PRIMARY KEY, tenant, kind, key, tag, parent, meta, payload, payload_size,
@@ -13,8 +13,9 @@ fine because the LSN check then rebuilds it):
     rows_parent index on (tenant, kind, parent)
     rows_fts: FTS5(tag, text), external content = rows, kept in step by triggers
 
-With a file system that has no OS paths (MemoryFS) the catalog lives in ":memory:" and is
-filled from the host state on every open.
+With a file system that has no OS paths (MemoryFS), or in an encrypted store (whose catalog
+would hold stored text in the clear), the catalog lives in ":memory:" and is filled from the
+host state on every open.
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ class Catalog:
     """Not thread-safe: the store calls it under its lock. sqlite3.DatabaseError escapes every
     method; the store answers it with `rebuild`."""
 
-    def __init__(self, fs: FileSystem, path: str | None) -> None:
+    def __init__(self, fs: FileSystem, path: str | None, full_sync: bool = False) -> None:
         self.fs = fs
         self.path = path  # None = in memory
+        self.full_sync = full_sync  # synchronous=FULL (durability full/strict) instead of NORMAL
         self._conn: sqlite3.Connection | None = None
 
     @property
@@ -86,12 +88,17 @@ class Catalog:
         try:
             if self.path is not None:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(f"PRAGMA synchronous={'FULL' if self.full_sync else 'NORMAL'}")
             conn.executescript(_SCHEMA)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def set_full_sync(self, full: bool) -> None:
+        self.full_sync = full
+        if self._conn is not None and self.path is not None:
+            self._conn.execute(f"PRAGMA synchronous={'FULL' if full else 'NORMAL'}")
 
     def open(self, records: Iterable[Record], lsn: int) -> bool:
         """Make the catalog reflect `records` at `lsn`; True if a stored catalog was missing,
@@ -172,6 +179,17 @@ class Catalog:
                 f"SELECT {_COLUMNS} FROM rows"):
             out.append(Record(t, k, key, parent, json.loads(meta), payload, size, text, state, lsn))
         return out
+
+    def intact(self) -> bool:
+        """SQLite's quick_check and FTS5's integrity-check (the index agrees with the rows):
+        a damaged index could make a search miss rows that fsck's row comparison sees."""
+        try:
+            if self.conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                return False
+            self.conn.execute("INSERT INTO rows_fts(rows_fts, rank) VALUES ('integrity-check', 1)")
+            return True
+        except sqlite3.DatabaseError:
+            return False
 
     def lsn(self) -> int | None:
         row = self.conn.execute("SELECT v FROM catalog_meta WHERE k = 'lsn'").fetchone()

@@ -9,8 +9,9 @@ On-disk layout of `checkpoints/<lsn:016x>.ckpt` (integers little-endian):
      24   8  u64 body length N
      32   4  u32 CRC32C over bytes 0..32 and the body
      36   4  u32 zero
-     40   N  body: canonical JSON {"lsn": LSN, "rows": [[tenant, kind, key, parent, meta,
-             payload, payload_size, text, state, lsn], ...]}
+     40   N  body: canonical JSON {"lsn": LSN, "mode": last logged durability mode or null,
+             "rows": [[tenant, kind, key, parent, meta, payload, payload_size, text, state,
+             lsn], ...]}; in an encrypted store `text` is {"e": sealed text} (grm.store.envelope)
 
 A checkpoint is written with `atomic_write` (temp, fsync, rename, fsync dir), so it is either
 absent or whole; the CRC catches later damage, and a damaged one is skipped for an older one.
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import crc32c
 
@@ -37,9 +39,12 @@ class CheckpointInvalid(Exception):
     """Raised by `read_checkpoint` with the reason; recovery skips to an older checkpoint."""
 
 
-def write_checkpoint(fs: FileSystem, path: str, lsn: int, rows: Iterable[Record], *, sync: bool) -> int:
+def write_checkpoint(fs: FileSystem, path: str, lsn: int, rows: Iterable[Record], *, sync: bool,
+                     mode: str | None = None,
+                     encode_row: Callable[[Record], list[Any]] = Record.to_list) -> int:
     """Write atomically; returns the file size in bytes."""
-    body = canonical_json({"lsn": lsn, "rows": [r.to_list() for r in rows]}).encode("utf-8")
+    doc = {"lsn": lsn, "mode": mode, "rows": [encode_row(r) for r in rows]}
+    body = canonical_json(doc).encode("utf-8")
     head = HEADER.pack(MAGIC, VERSION, 0, lsn, len(body))
     crc = crc32c.crc32c(body, value=crc32c.crc32c(head))
     data = head + struct.pack("<II", crc, 0) + body
@@ -47,8 +52,10 @@ def write_checkpoint(fs: FileSystem, path: str, lsn: int, rows: Iterable[Record]
     return len(data)
 
 
-def read_checkpoint(fs: FileSystem, path: str) -> tuple[int, list[Record]]:
-    """(lsn, rows) or CheckpointInvalid."""
+def read_checkpoint(fs: FileSystem, path: str,
+                    decode_row: Callable[[list[Any]], Record] = Record.from_list
+                    ) -> tuple[int, list[Record], str | None]:
+    """(lsn, rows, mode) or CheckpointInvalid."""
     data = fs.read_bytes(path)
     if len(data) < HEADER_SIZE:
         raise CheckpointInvalid(f"{len(data)} bytes, shorter than the header")
@@ -67,4 +74,4 @@ def read_checkpoint(fs: FileSystem, path: str) -> tuple[int, list[Record]]:
     doc = json.loads(body.tobytes())
     if doc.get("lsn") != lsn:
         raise CheckpointInvalid(f"body lsn {doc.get('lsn')} != header lsn {lsn}")
-    return lsn, [Record.from_list(v) for v in doc["rows"]]
+    return lsn, [decode_row(v) for v in doc["rows"]], doc.get("mode")

@@ -85,6 +85,19 @@ class OsPaths(Protocol):
     def os_path(self, path: str) -> str: ...
 
 
+@runtime_checkable
+class RangeReader(Protocol):
+    """Optional ability: read part of a file (strict mode's read-back of a log append)."""
+
+    def read_range(self, path: str, offset: int, size: int) -> bytes: ...
+
+
+def read_range(fs: FileSystem, path: str, offset: int, size: int) -> bytes:
+    if isinstance(fs, RangeReader):
+        return fs.read_range(path, offset, size)
+    return fs.read_bytes(path)[offset:offset + size]
+
+
 def atomic_write(fs: FileSystem, path: str, data: Bytes, *, sync: bool) -> None:
     """temp -> write -> fsync -> rename -> fsync dir: after it returns (sync=True) `path` holds
     exactly `data` across a power loss, and before the rename it holds its old content."""
@@ -106,6 +119,22 @@ def atomic_write(fs: FileSystem, path: str, data: Bytes, *, sync: bool) -> None:
         raise
     if sync:
         fs.fsync_dir(os.path.dirname(path))
+
+
+def made_dirs(fs: FileSystem, path: str) -> list[str]:
+    """makedirs without syncing; returns the folders whose entries must be fsynced to make the
+    new ones durable (the parent of each folder created)."""
+    missing = []
+    p = path
+    while p and not fs.exists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    if missing:
+        fs.makedirs(path)
+    return [os.path.dirname(d) for d in reversed(missing)]
 
 
 def ensure_dir(fs: FileSystem, path: str, *, sync: bool) -> None:
@@ -223,3 +252,8 @@ class LocalFS:
 
     def os_path(self, path: str) -> str:
         return path
+
+    def read_range(self, path: str, offset: int, size: int) -> bytes:
+        with open(path, "rb", buffering=0) as f:
+            f.seek(offset)
+            return f.read(size)

@@ -55,7 +55,7 @@ def find(state: HostState, payloads: PayloadFiles, layout: Layout, catalog: Cata
         referenced.add((tenant_dir_name(r.tenant), r.payload))
         vk = (r.tenant, r.payload)
         if vk not in verdict:
-            verdict[vk] = payloads.check(r.tenant, r.payload, r.payload_size)
+            verdict[vk] = payloads.check(r.tenant, r.kind, r.key, r.payload, r.payload_size)
         if verdict[vk] is not None:
             (already if r.state == "damaged" else damaged).append(r)
     orphans = [path for path, th, digest in payloads.files()
@@ -63,7 +63,7 @@ def find(state: HostState, payloads: PayloadFiles, layout: Layout, catalog: Cata
     catalog_ok = True
     if catalog is not None:
         try:
-            catalog_ok = (catalog.lsn() == lsn and
+            catalog_ok = (catalog.lsn() == lsn and catalog.intact() and
                           {_key(r)[:3]: _key(r) for r in catalog.rows()} == {_key(r)[:3]: _key(r) for r in rows})
         except (sqlite3.DatabaseError, ValueError):
             catalog_ok = False

@@ -1,11 +1,13 @@
 """Where each file of a store lives under its root.
 
     <root>/GRM-STORE                      marker: canonical JSON {"format": "grm-store", "version": 1}
+                                          (version 2 + "encryption" for encrypted stores: grm.store.root)
     <root>/LOCK                           flock'ed by the one process that has the store open; holds its pid
     <root>/log/<generation:016x>.seg      event-log segments (format in `grm.store.log`)
     <root>/checkpoints/<lsn:016x>.ckpt    checkpoints (format in `grm.store.checkpoint`)
     <root>/payloads/<th>/<dd>/<digest>    payload files: th = sha256(tenant)[:16], dd = digest[:2]
-    <root>/catalog.sqlite (+ -wal, -shm)  derived SQLite catalog (schema in `grm.store.catalog`)
+    <root>/catalog.sqlite (+ -wal, -shm)  derived SQLite catalog (schema in `grm.store.catalog`);
+                                          never on disk for an encrypted store (it would hold text)
 
 Temporary files are the final name plus `.tmp.<pid>.<random>`; they never count as data.
 Paths are plain `str` because the file system object (`grm.store.fs`) may not be the OS one.
@@ -21,7 +23,9 @@ MARKER_NAME = "GRM-STORE"
 LOCK_NAME = "LOCK"
 TMP_INFIX = ".tmp."
 FORMAT_NAME = "grm-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest marker version this code reads
+PLAIN_FORMAT_VERSION = 1  # written for unencrypted stores (older GRMs can still open them)
+ENCRYPTED_FORMAT_VERSION = 2  # written for encrypted stores (older GRMs refuse them)
 
 _SEGMENT_RE = re.compile(r"([0-9a-f]{16})\.seg\Z")
 _CHECKPOINT_RE = re.compile(r"([0-9a-f]{16})\.ckpt\Z")

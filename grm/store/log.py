@@ -26,20 +26,33 @@ Mutation bodies (`op`, and `txn`: the LSN of the transaction's first frame):
                      "text", "state"}
     {"op": "del",    "txn": T, "tenant", "kind", "key"}
     {"op": "state",  "txn": T, "tenant", "kind", "key", "state"}
+    {"op": "mode",   "txn": T, "mode": durability mode now in force}
     {"op": "commit", "txn": T, "count": number of mutation frames}
-A transaction is its mutation frames followed by its commit frame, written with one write and
-(unless durability is volatile) one fsync. Recovery applies only committed transactions.
+(every body also has "dur", below; encrypted stores write "etext", a sealed text, instead of
+"text" - see `grm.store.envelope`)
+A transaction is its mutation frames followed by its commit frame, written with one write and,
+in durability normal/full/strict, one fsync (async: the background flusher's fsync covers many
+transactions; volatile: none). Recovery applies only committed transactions.
+
+Every frame body also carries `"dur": D`, the highest LSN the writer knew to be fsynced when it
+encoded the frame (the commit-durability rule: a write is acknowledged under a power-loss
+promise only once its commit frame is at or below a fsync'd point).
 
 Reading a segment (`read_segment`): frames are read while they are valid. At the first invalid
-one (short header, impossible length, CRC mismatch) the rest of the file is searched for a frame
-that validates with this salt; if one exists the log is damaged in the middle and
-`CorruptionError(path, offset, expected, got)` is raised; if none does, the rest is a torn tail
-(a partial write, zeros, garbage) that recovery drops. A frame that validates but carries the
-wrong LSN is always a `CorruptionError`.
+one (short header, impossible length, CRC mismatch), expected to carry LSN e, the rest of the
+file is searched for frames that validate with this salt and carry an LSN >= e:
+- if one of them has D >= e (or has no `dur`, as frames of older stores), its writer knew LSN e
+  was durable: the log is damaged in the middle and `CorruptionError(path, offset, expected,
+  got)` is raised (never a guess that drops acknowledged data);
+- otherwise every later frame was written after an unsynced gap: a power loss persisted a later
+  write but not an earlier one (or tore, zero-filled or garbled the tail). Nothing from e on was
+  acknowledged as durable, so the rest is a torn tail that recovery drops.
+A frame that validates but carries the wrong LSN is always a `CorruptionError`.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import struct
 from dataclasses import dataclass, field
@@ -47,7 +60,7 @@ from dataclasses import dataclass, field
 import crc32c
 
 from grm.errors import CorruptionError
-from grm.store.fs import FileSystem, WritableFile, atomic_write
+from grm.store.fs import FileSystem, WritableFile, atomic_write, read_range
 
 MAGIC = b"GRMLOG\0\0"
 VERSION = 1
@@ -144,8 +157,8 @@ def _check_frame(view: memoryview, off: int, salt: bytes) -> tuple[int, int]:
     return lsn, end
 
 
-def _valid_frame_after(data: bytes, start: int, salt: bytes, min_lsn: int) -> tuple[int, int] | None:
-    """(offset, lsn) of some valid frame starting after `start`, or None.
+def _valid_frames_after(data: bytes, start: int, salt: bytes, min_lsn: int):
+    """(offset, lsn, end) of every valid frame starting after `start` with lsn >= min_lsn.
 
     Every body is a JSON object with at least one key, so it starts with `{"`: only offsets 16
     bytes before such a pair are tried, which keeps the search a C-speed `find` over the tail.
@@ -155,14 +168,27 @@ def _valid_frame_after(data: bytes, start: int, salt: bytes, min_lsn: int) -> tu
     while True:
         i = data.find(b'{"', pos)
         if i < 0:
-            return None
+            return
         off, pos = i - FRAME_SIZE, i + 1
         try:
-            lsn, _ = _check_frame(view, off, salt)
+            lsn, end = _check_frame(view, off, salt)
         except _Bad:
             continue
         if lsn >= min_lsn:
-            return off, lsn
+            yield off, lsn, end
+
+
+def _durability_proof(data: bytes, start: int, salt: bytes, lsn: int) -> tuple[int, int, object] | None:
+    """(offset, lsn, dur) of a valid frame after `start` whose writer knew `lsn` was durable,
+    or None if every later valid frame was written past an unsynced point before `lsn`."""
+    for off, later, end in _valid_frames_after(data, start, salt, lsn):
+        try:
+            dur = json.loads(data[off + FRAME_SIZE:end]).get("dur")
+        except (ValueError, AttributeError):
+            dur = None
+        if not isinstance(dur, int) or dur >= lsn:
+            return off, later, dur
+    return None
 
 
 def read_segment(fs: FileSystem, path: str) -> Segment:
@@ -176,9 +202,10 @@ def read_segment(fs: FileSystem, path: str) -> Segment:
         try:
             lsn, end = _check_frame(view, off, header.salt)
         except _Bad as bad:
-            later = _valid_frame_after(data, off, header.salt, expected)
-            if later is not None:
-                detail = f"invalid frame followed by a valid frame (lsn {later[1]}) at offset {later[0]}"
+            proof = _durability_proof(data, off, header.salt, expected)
+            if proof is not None:
+                detail = (f"invalid frame followed by a valid frame (lsn {proof[1]}) at offset {proof[0]} "
+                          f"written when lsn {proof[2] if proof[2] is not None else '?'} was durable")
                 raise CorruptionError(path, off, bad.expected, bad.got, detail) from None
             break
         if lsn != expected:
@@ -196,16 +223,16 @@ def read_segment(fs: FileSystem, path: str) -> Segment:
 
 
 class LogWriter:
-    """Appends transactions to the current segment. Not thread-safe: the store serializes."""
+    """Appends transactions to the current segment. Not thread-safe for appends (the store
+    serializes them); `fsync` may run on the async flusher thread beside an append."""
 
-    def __init__(self, fs: FileSystem, path: str, header: SegmentHeader, next_lsn: int,
-                 size: int, sync: bool) -> None:
+    def __init__(self, fs: FileSystem, path: str, header: SegmentHeader, next_lsn: int, size: int) -> None:
         self.fs = fs
         self.path = path
         self.header = header
         self.next_lsn = next_lsn
         self.size = size
-        self.sync = sync
+        self.closed = False
         self._handle: WritableFile | None = fs.open_write(path, append=True)
 
     @classmethod
@@ -214,12 +241,12 @@ class LogWriter:
         """A new segment holding only its header, made durable atomically, then opened."""
         header = SegmentHeader(generation, salt, first_lsn)
         atomic_write(fs, path, header.encode(), sync=sync)
-        return cls(fs, path, header, first_lsn, HEADER_SIZE, sync)
+        return cls(fs, path, header, first_lsn, HEADER_SIZE)
 
-    def append(self, bodies: list[bytes]) -> int:
-        """Write frames for `bodies` with LSNs next_lsn, next_lsn+1, ... in one write, fsync
-        (unless volatile), and return the last LSN. An OSError leaves the file with a partial
-        tail that recovery drops; the caller must poison itself."""
+    def append(self, bodies: list[bytes], *, fsync: bool, verify: bool = False) -> int:
+        """Write frames for `bodies` with LSNs next_lsn, next_lsn+1, ... in one write, fsync if
+        asked, read them back if `verify`, and return the last LSN. An OSError leaves the file
+        with a partial tail that recovery drops; the caller must poison itself."""
         assert self._handle is not None, "log writer is closed"
         salt, lsn = self.header.salt, self.next_lsn
         buf = bytearray()
@@ -227,13 +254,22 @@ class LogWriter:
             buf += encode_frame(salt, lsn, body)
             lsn += 1
         self._handle.write(buf)
-        if self.sync:
+        if fsync:
             self._handle.fsync()
+        if verify:
+            back = read_range(self.fs, self.path, self.size, len(buf))
+            if back != buf:
+                raise OSError(errno.EIO, f"read-back of {self.path} at {self.size} differs from what was written")
         self.size += len(buf)
         self.next_lsn = lsn
         return lsn - 1
 
+    def fsync(self) -> None:
+        if self._handle is not None:
+            self._handle.fsync()
+
     def close(self) -> None:
+        self.closed = True
         if self._handle is not None:
             handle, self._handle = self._handle, None
             handle.close()

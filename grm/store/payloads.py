@@ -1,24 +1,33 @@
-"""Payload files: opaque bytes, content-addressed within a tenant.
+"""Payload files: content-addressed within a tenant, optionally compressed and encrypted.
 
-    payloads/<sha256(tenant)[:16]>/<digest[:2]>/<digest>     digest = SHA-256 hex of the bytes
+    payloads/<sha256(tenant)[:16]>/<name[:2]>/<name>
 
-The file is exactly the payload bytes (no header): its name is its checksum. Two tenants storing
-the same bytes get two files (tenants never meet, and a later encryption layer keys per tenant).
-Within a tenant the same bytes are written once; an existing file is re-verified before it is
-trusted, and rewritten if it is damaged, so re-putting a payload after a miss repairs it.
+`name` is the record's `payload` field: the SHA-256 hex of the bytes, or (encrypted stores) a
+keyed HMAC of it; the file content is the bytes themselves, or an envelope (format, names and
+associated data in `grm.store.envelope`). Two tenants storing the same bytes get two files
+(tenants never meet, and encryption keys per tenant). Within a tenant the same name is written
+once; an existing file is re-verified before it is trusted, and rewritten if it is damaged, so
+re-putting a payload after a miss repairs it.
 
-Writes are temp -> fsync -> rename -> fsync dir, and happen before the log record naming the
+Writes are temp -> write -> (fsync) -> rename -> (fsync dir), before the log record naming the
 file is appended (invariant 5): a crash leaves at worst an orphan file, which fsck collects.
+The `sync` argument of `write` says when the fsyncs happen: "now" (normal, full, strict),
+"defer" (async: the file handle is kept open and `take_pending` hands it to the flusher, which
+fsyncs it and its folder before it fsyncs the log), or "none" (volatile).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 
-from grm.store.fs import Bytes, FileSystem, atomic_write, ensure_dir
-from grm.store.layout import DIGEST_RE, Layout, is_tmp
+from grm.store.envelope import Codec
+from grm.store.fs import Bytes, FileSystem, WritableFile, atomic_write, ensure_dir, made_dirs
+from grm.store.layout import DIGEST_RE, Layout, is_tmp, tmp_name
 
 MISSING = "missing"
 CORRUPT = "corrupt"
@@ -29,61 +38,110 @@ def digest_of(data: Bytes) -> str:
 
 
 class PayloadFiles:
-    def __init__(self, fs: FileSystem, layout: Layout, *, sync: bool) -> None:
+    def __init__(self, fs: FileSystem, layout: Layout, codec: Codec) -> None:
         self.fs = fs
         self.layout = layout
-        self.sync = sync
-        # (tenant, digest) written or verified by this process; trusted by `write` without a
+        self.codec = codec
+        # (tenant, name) written or verified by this process; trusted by `write` without a
         # re-read. `read` fails closed regardless and calls `forget` when a file turns out bad.
         self._good: set[tuple[str, str]] = set()
         self._dirs: set[str] = set()
+        self._pending: list[WritableFile] = []  # open handles of files not yet fsynced
+        self._pending_dirs: list[str] = []  # folders whose entries are not yet fsynced
+        self._pending_lock = threading.Lock()
+        # Written without any fsync (volatile): a later write of the same name under a syncing
+        # mode must write and fsync it again, not trust the page cache.
+        self._unsynced: set[tuple[str, str]] = set()
 
-    def write(self, tenant: str, data: Bytes) -> tuple[str, int]:
-        """Store `data` for `tenant`; returns (digest, size). OSError means nothing is known
+    def write(self, tenant: str, kind: str, key: str, data: Bytes, *, sync: str = "now",
+              verify: bool = False) -> tuple[str, int]:
+        """Store `data` for the record; returns (name, size). OSError means nothing is known
         about the file (the caller poisons the store)."""
-        digest = digest_of(data)
         size = memoryview(data).nbytes
-        if (tenant, digest) in self._good:
-            return digest, size
-        path = self.layout.payload(tenant, digest)
-        if self.fs.exists(path) and self.check(tenant, digest, size) is None:
-            self._good.add((tenant, digest))
-            return digest, size
+        name = self.codec.name(tenant, kind, key, digest_of(data))
+        ident = (tenant, name)
+        if sync != "none" and ident in self._unsynced:
+            self._good.discard(ident)
+            self._unsynced.discard(ident)
+            fresh = True
+        else:
+            fresh = False
+        if ident in self._good:
+            return name, size
+        path = self.layout.payload(tenant, name)
+        if not fresh and self.fs.exists(path) and self.check(tenant, kind, key, name, size) is None:
+            self._good.add((tenant, name))
+            return name, size
         folder = os.path.dirname(path)
         if folder not in self._dirs:
-            ensure_dir(self.fs, folder, sync=self.sync)
+            if sync == "defer":  # the new folders' parents are fsynced by the flusher
+                with self._pending_lock:
+                    self._pending_dirs += made_dirs(self.fs, folder)
+            else:
+                ensure_dir(self.fs, folder, sync=sync != "none")
             self._dirs.add(folder)
-        atomic_write(self.fs, path, data, sync=self.sync)
-        self._good.add((tenant, digest))
-        return digest, size
+        blob = self.codec.encode_payload(tenant, kind, key, name, bytes(data))
+        if sync == "defer":
+            self._write_deferred(path, blob)
+        else:
+            atomic_write(self.fs, path, blob, sync=sync == "now")
+        if verify and self.fs.read_bytes(path) != blob:
+            raise OSError(errno.EIO, f"read-back of {path} differs from what was written")
+        if sync == "none":
+            self._unsynced.add(ident)
+        self._good.add(ident)
+        return name, size
 
-    def read(self, tenant: str, digest: str, size: int) -> tuple[bytes | None, str | None]:
-        """(bytes, None) when the file re-hashes to `digest` and has `size` bytes, else
-        (None, MISSING | CORRUPT). Never returns other bytes than the ones named."""
-        if not DIGEST_RE.match(digest):
+    def _write_deferred(self, path: str, blob: bytes) -> None:
+        tmp = tmp_name(path)
+        handle = self.fs.open_write(tmp)
+        try:
+            handle.write(blob)
+            self.fs.rename(tmp, path)
+        except BaseException:
+            handle.close()
+            with contextlib.suppress(OSError):
+                if self.fs.exists(tmp):
+                    self.fs.remove(tmp)
+            raise
+        with self._pending_lock:
+            self._pending.append(handle)
+            self._pending_dirs.append(os.path.dirname(path))
+
+    def take_pending(self) -> tuple[list[WritableFile], list[str]]:
+        """(files, folders) written in defer mode so far: the caller fsyncs and closes each
+        file, then fsyncs each folder, before it fsyncs the log that names them."""
+        with self._pending_lock:
+            out = (self._pending, list(dict.fromkeys(self._pending_dirs)))
+            self._pending, self._pending_dirs = [], []
+        return out
+
+    def read(self, tenant: str, kind: str, key: str, name: str, size: int) -> tuple[bytes | None, str | None]:
+        """(bytes, None) when the file decodes to the record's bytes, else (None, MISSING |
+        CORRUPT). Never returns other bytes than the ones named."""
+        if not DIGEST_RE.match(name):
             return None, CORRUPT
         try:
-            data = self.fs.read_bytes(self.layout.payload(tenant, digest))
+            blob = self.fs.read_bytes(self.layout.payload(tenant, name))
         except FileNotFoundError:
-            self.forget(tenant, digest)
+            self.forget(tenant, name)
             return None, MISSING
-        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-            self.forget(tenant, digest)
+        data = self.codec.decode_payload(tenant, kind, key, name, size, blob)
+        if data is None:
+            self.forget(tenant, name)
             return None, CORRUPT
         return data, None
 
-    def check(self, tenant: str, digest: str, size: int) -> str | None:
-        """None if the file is whole, else MISSING or CORRUPT (reads and hashes it)."""
-        data, problem = self.read(tenant, digest, size)
-        del data
-        return problem
+    def check(self, tenant: str, kind: str, key: str, name: str, size: int) -> str | None:
+        """None if the file is whole, else MISSING or CORRUPT (reads and verifies it)."""
+        return self.read(tenant, kind, key, name, size)[1]
 
-    def forget(self, tenant: str, digest: str) -> None:
-        self._good.discard((tenant, digest))
+    def forget(self, tenant: str, name: str) -> None:
+        self._good.discard((tenant, name))
 
     def files(self) -> Iterator[tuple[str, str, str | None]]:
-        """(path, tenant folder name, digest or None) of every file under payloads/; digest is
-        None for names that are not a digest in its right folder (temporaries, strays)."""
+        """(path, tenant folder name, name or None) of every file under payloads/; the name is
+        None for entries that are not a digest in its right folder (temporaries, strays)."""
         fs, root = self.fs, self.layout.payload_dir
         if not fs.exists(root):
             return

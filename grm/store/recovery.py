@@ -10,23 +10,29 @@ Steps (each idempotent: recovering a recovered store changes nothing):
    The others must continue the LSN sequence from checkpoint + 1 without a gap or overlap, or
    `CorruptionError` is raised: an acknowledged write would be missing.
 4. Replay frames after the checkpoint, applying a transaction only at its commit frame.
+   A newest segment that is shorter than its header or all zero bytes is a creation that never
+   completed (only possible without fsync: volatile mode); it holds no frame and is removed.
 5. In the last segment, drop everything after the last commit: a torn frame, trailing garbage or
    zeros, and complete frames of a transaction that never committed. The file is truncated there
    through the file system (so a later append cannot land behind garbage). Anything of that kind
-   in a segment that is not the last is damage, never a tail: `CorruptionError`.
+   in a segment that is not the last is damage, never a tail: `CorruptionError`. What counts as
+   a tail and what as damage in the middle of a segment is `grm.store.log`'s durability rule.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from grm.errors import CorruptionError
 from grm.store.checkpoint import CheckpointInvalid, read_checkpoint
 from grm.store.fs import FileSystem
 from grm.store.layout import Layout, is_tmp, parse_checkpoint_name, parse_segment_name
 from grm.store.log import HEADER_SIZE, Segment, read_segment
+from grm.store.record import Record
 from grm.store.state import HostState
 
 log = logging.getLogger("grm.store")
@@ -42,6 +48,7 @@ class Recovered:
     covered: list[str] = field(default_factory=list)  # segment paths the checkpoint holds
     torn_dropped: int = 0  # frames dropped from the tail (a torn partial frame counts as one)
     invalid_checkpoints: list[str] = field(default_factory=list)
+    unfinished_segments: int = 0  # newest segments removed because their header never landed
 
 
 def _listdir(fs: FileSystem, path: str) -> list[str]:
@@ -54,13 +61,14 @@ def _remove_temporaries(fs: FileSystem, folder: str) -> None:
             fs.remove(os.path.join(folder, name))
 
 
-def _load_checkpoint(fs: FileSystem, layout: Layout, state: HostState, invalid: list[str]) -> int:
+def _load_checkpoint(fs: FileSystem, layout: Layout, state: HostState, invalid: list[str],
+                     decode_row: Callable[[list[Any]], Record]) -> int:
     names = [(lsn, n) for n in _listdir(fs, layout.checkpoint_dir)
              if (lsn := parse_checkpoint_name(n)) is not None]
     for named_lsn, name in sorted(names, reverse=True):
         path = os.path.join(layout.checkpoint_dir, name)
         try:
-            lsn, rows = read_checkpoint(fs, path)
+            lsn, rows, mode = read_checkpoint(fs, path, decode_row)
             if lsn != named_lsn:
                 raise CheckpointInvalid(f"holds lsn {lsn} but is named {named_lsn}")
         except (CheckpointInvalid, ValueError, KeyError, IndexError, TypeError) as e:
@@ -69,19 +77,34 @@ def _load_checkpoint(fs: FileSystem, layout: Layout, state: HostState, invalid: 
             continue
         for rec in rows:
             state.put(rec)
+        state.mode = mode
         return lsn
     return 0
 
 
-def recover(fs: FileSystem, layout: Layout) -> Recovered:
+def _unfinished(fs: FileSystem, path: str) -> bool:
+    data = fs.read_bytes(path)
+    return len(data) < HEADER_SIZE or not any(data)
+
+
+def recover(fs: FileSystem, layout: Layout, state: HostState | None = None,
+            decode_row: Callable[[list[Any]], Record] = Record.from_list) -> Recovered:
+    """Recover into `state` (a fresh HostState by default; an encrypted store passes one that
+    can open sealed texts, and a `decode_row` for its checkpoint rows)."""
     _remove_temporaries(fs, layout.log_dir)
     _remove_temporaries(fs, layout.checkpoint_dir)
-    state = HostState()
+    state = state if state is not None else HostState()
     invalid: list[str] = []
-    ckpt = _load_checkpoint(fs, layout, state, invalid)
+    ckpt = _load_checkpoint(fs, layout, state, invalid, decode_row)
     note = f" (damaged checkpoints skipped: {'; '.join(invalid)})" if invalid else ""
 
     gens = sorted((g, n) for n in _listdir(fs, layout.log_dir) if (g := parse_segment_name(n)) is not None)
+    unfinished = 0
+    while gens and _unfinished(fs, os.path.join(layout.log_dir, gens[-1][1])):
+        log.warning("removing unfinished newest log segment %s", gens[-1][1])
+        fs.remove(os.path.join(layout.log_dir, gens[-1][1]))
+        gens.pop()
+        unfinished += 1
     segments: list[Segment] = []
     for gen, name in gens:
         seg = read_segment(fs, os.path.join(layout.log_dir, name))
@@ -135,7 +158,8 @@ def recover(fs: FileSystem, layout: Layout) -> Recovered:
                 pending.append((body, fr.lsn))
 
     out = Recovered(state, last_lsn, ckpt, None, gens[-1][0] if gens else 0,
-                    covered=[s.path for s in covered], invalid_checkpoints=invalid)
+                    covered=[s.path for s in covered], invalid_checkpoints=invalid,
+                    unfinished_segments=unfinished)
     if not segments:
         return out
     tail = segments[-1]

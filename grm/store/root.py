@@ -6,6 +6,12 @@ marker temporary from an interrupted creation). The marker `GRM-STORE` is writte
 contents and no marker is refused. The marker is canonical JSON {"format": "grm-store",
 "version": N}; a version newer than this code is refused rather than misread.
 
+An encrypted store (created with a master key) has version 2 and
+    "encryption": {"cipher": "AES-256-GCM", "kdf": "HKDF-SHA256", "salt": 16 bytes hex,
+                   "check": key verifier hex (grm.store.crypt)}
+Opening it without a key, with another key, or opening a plain store with a key, is refused
+with a StoreError that says which; nothing is read or written before that check.
+
 The lock is `try_lock` on `<root>/LOCK` (fcntl.flock for LocalFS). It is held until close; the
 file holds the holder's pid so the refused opener can name it.
 """
@@ -16,10 +22,13 @@ import json
 import time
 
 from grm.errors import StoreError
+from grm.store.crypt import Keyring, key_check, new_kdf_salt
 from grm.store.fs import FileSystem, LockHandle, atomic_write, ensure_dir
 from grm.store.layout import (
+    ENCRYPTED_FORMAT_VERSION,
     FORMAT_NAME,
     FORMAT_VERSION,
+    PLAIN_FORMAT_VERSION,
     LOCK_NAME,
     MARKER_NAME,
     Layout,
@@ -28,26 +37,35 @@ from grm.store.layout import (
 from grm.store.record import canonical_json
 
 
-def claim_root(fs: FileSystem, layout: Layout, *, sync: bool) -> None:
-    """Create the store in a missing or empty folder, or check that it is one. OSError escapes."""
+def claim_root(fs: FileSystem, layout: Layout, *, sync: bool, master_key: bytes | None = None) -> Keyring | None:
+    """Create the store in a missing or empty folder, or check that it is one; returns the
+    keyring of an encrypted store (None for a plain one). OSError escapes."""
     root = layout.root
     if fs.exists(root) and not fs.is_dir(root):
         raise StoreError(f"{root} is not a GRM store (it is not a directory)")
     ensure_dir(fs, root, sync=sync)
     names = fs.listdir(root)
     if MARKER_NAME in names:
-        _check_marker(fs, layout)
+        keyring = _check_marker(fs, layout, master_key)
     else:
         stray = [n for n in names if n != LOCK_NAME and not (n.startswith(MARKER_NAME) and is_tmp(n))]
         if stray:
             raise StoreError(f"{root} is not a GRM store (not empty, and no {MARKER_NAME} marker)")
-        marker = canonical_json({"format": FORMAT_NAME, "version": FORMAT_VERSION}) + "\n"
-        atomic_write(fs, layout.marker, marker.encode(), sync=sync)
+        doc: dict = {"format": FORMAT_NAME, "version": PLAIN_FORMAT_VERSION}
+        keyring = None
+        if master_key is not None:
+            salt = new_kdf_salt()
+            keyring = Keyring(master_key, salt)
+            doc = {"format": FORMAT_NAME, "version": ENCRYPTED_FORMAT_VERSION,
+                   "encryption": {"cipher": "AES-256-GCM", "kdf": "HKDF-SHA256", "salt": salt.hex(),
+                                  "check": key_check(master_key, salt)}}
+        atomic_write(fs, layout.marker, (canonical_json(doc) + "\n").encode(), sync=sync)
     for folder in (layout.log_dir, layout.checkpoint_dir, layout.payload_dir):
         ensure_dir(fs, folder, sync=sync)
+    return keyring
 
 
-def _check_marker(fs: FileSystem, layout: Layout) -> None:
+def _check_marker(fs: FileSystem, layout: Layout, master_key: bytes | None) -> Keyring | None:
     try:
         doc = json.loads(fs.read_bytes(layout.marker))
         fmt, version = doc["format"], doc["version"]
@@ -57,6 +75,21 @@ def _check_marker(fs: FileSystem, layout: Layout) -> None:
         raise StoreError(f"{layout.root} is not a GRM store (marker format {fmt!r})")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise StoreError(f"{layout.root} has store format version {version}; this GRM reads up to {FORMAT_VERSION}")
+    enc = doc.get("encryption")
+    if enc is None:
+        if master_key is not None:
+            raise StoreError(f"store {layout.root} was created without encryption; open it without a master key")
+        return None
+    if master_key is None:
+        raise StoreError(f"store {layout.root} is encrypted: give its master key (--key-file PATH or GRM_MASTER_KEY)")
+    try:
+        keyring = Keyring(master_key, bytes.fromhex(enc["salt"]))
+        check = str(enc["check"])
+    except (KeyError, TypeError, ValueError):
+        raise StoreError(f"{layout.root} has an unreadable encryption section in its {MARKER_NAME} marker") from None
+    if not keyring.matches(check):
+        raise StoreError(f"wrong master key for store {layout.root}")
+    return keyring
 
 
 def take_lock(fs: FileSystem, layout: Layout, timeout: float) -> LockHandle:

@@ -6,15 +6,22 @@ only through `apply`, so the state after a restart is the state before it by con
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from grm.store.envelope import Unauthenticated
 from grm.store.record import Record
+
+# (tenant, kind, key, sealed text) -> text; raises Unauthenticated (encrypted stores only)
+TextOpener = Callable[[str, str, str, str], str]
 
 _RowKey = tuple[str, str]  # (tenant, kind)
 
 
 class HostState:
-    def __init__(self) -> None:
+    def __init__(self, open_text: TextOpener | None = None) -> None:
+        self.mode: str | None = None  # durability mode of the last "mode" record (None: never logged)
+        self.unauthenticated = 0  # rows whose sealed text failed authentication (kept as damaged)
+        self._open_text = open_text
         self._rows: dict[_RowKey, dict[str, Record]] = {}
         # (tenant, kind, parent) -> keys: children() is on the chain-lookup path, keep it O(1).
         self._children: dict[tuple[str, str, str], dict[str, None]] = {}
@@ -72,10 +79,15 @@ class HostState:
         a delete). Unknown rows in `state` ops are ignored: the writer checked they existed."""
         op = body["op"]
         if op == "put":
+            text, state = self.unseal(body["tenant"], body["kind"], body["key"], body.get("text"),
+                                      body.get("etext"), body["state"])
             rec = Record(body["tenant"], body["kind"], body["key"], body["parent"], body["meta"],
-                         body["payload"], body["size"], body["text"], body["state"], lsn)
+                         body["payload"], body["size"], text, state, lsn)
             self.put(rec)
             return rec
+        if op == "mode":
+            self.mode = body["mode"]
+            return None
         if op == "del":
             self.delete(body["tenant"], body["kind"], body["key"])
             return None
@@ -88,6 +100,27 @@ class HostState:
             self.put(rec)
             return rec
         raise ValueError(f"unknown mutation op {op!r}")
+
+    def unseal(self, tenant: str, kind: str, key: str, text: str | None, sealed: str | None,
+               state: str) -> tuple[str | None, str]:
+        """(text, state) of a row whose text may be sealed: a text that fails authentication is
+        never served; the row comes back with no text and state "damaged"."""
+        if sealed is None:
+            return text, state
+        try:
+            if self._open_text is None:
+                raise Unauthenticated("store has no key")
+            return self._open_text(tenant, kind, key, sealed), state
+        except Unauthenticated:
+            self.unauthenticated += 1
+            return None, "damaged"
+
+    def decode_row(self, v: list) -> Record:
+        """A checkpoint row (`Record.to_list` form; an encrypted store's text is {"e": sealed})."""
+        if isinstance(v[7], dict):
+            text, state = self.unseal(v[0], v[1], v[2], None, v[7].get("e"), v[8])
+            v = [*v[:7], text, state, v[9]]
+        return Record.from_list(v)
 
     def iter_all(self) -> Iterator[Record]:
         for d in list(self._rows.values()):

@@ -1,5 +1,5 @@
 """Store: the durable plane's one interface (lifecycle in the class docstring). Payloads are
-opaque bytes; the store knows nothing of models or tensors.
+opaque bytes; the store knows nothing of models or tensors. Reads live in `grm.store.reads`.
 """
 
 from __future__ import annotations
@@ -7,23 +7,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from grm.errors import StoreError, StorePoisoned, UserInputError
 from grm.store.catalog import Catalog
 from grm.store.checkpoint import write_checkpoint
-from grm.store.config import StoreConfig
+from grm.store.config import DURABILITY_MODES, MODE_RULES, StoreConfig
+from grm.store.crypt import Keyring
+from grm.store.defences import Defences
+from grm.store.durability import Flusher
+from grm.store.envelope import Codec
 from grm.store.fs import Bytes, FileSystem, LocalFS, OsPaths
-from grm.store.fsck import FsckReport, find
 from grm.store.layout import MARKER_NAME, Layout, is_tmp, parse_checkpoint_name, parse_segment_name
 from grm.store.log import LogWriter
 from grm.store.payloads import PayloadFiles
-from grm.store.record import Record, check_name, exported
+from grm.store.reads import StoreReads
+from grm.store.record import Record
 from grm.store.recovery import recover, remove_covered
 from grm.store.root import claim_root, take_lock
 from grm.store.state import HostState
@@ -32,59 +34,71 @@ from grm.store.txn import Txn
 log = logging.getLogger("grm.store")
 T = TypeVar("T")
 
-_WORD = re.compile(r"\w+")
-_MAX_QUERY_TOKENS = 64
 
-
-class Store:
+class Store(StoreReads):
     """The durable plane: event log (authority), checkpoints, payload files, SQLite catalog.
 
     Lifecycle (who calls what, when):
-    1. `Store.open(config)` creates a store in a missing or empty folder, or opens one; takes the
-       root lock (one process at a time); recovers the host state from checkpoint + log
-       (`grm.store.recovery`); brings the SQLite catalog to the log's LSN, rebuilding it if needed.
+    1. `Store.open(config)` creates a store in a missing or empty folder, or opens one; checks the
+       master key of an encrypted store; takes the root lock (one process at a time); recovers the
+       host state from checkpoint + log (`grm.store.recovery`); brings the SQLite catalog to the
+       log's LSN, rebuilding it if needed; logs a mode record if the durability mode changed.
     2. Writers call `put`, `delete`, `set_state`, or group them in `with store.transaction() as txn`.
-       A payload file is durable before the log frame naming it is written (invariant 5); a call
-       returns after its commit frame is in the log (fsynced unless durability is volatile). Only
-       then do the host state and the catalog change. An exception inside a transaction applies
-       nothing (payload files it wrote are orphans for fsck).
-    3. Readers call `get` / `children` / `records` (host state, no I/O), `read_payload` (one read +
-       SHA-256, fail closed) and `search_text` (catalog, FTS5 BM25).
+       A payload file is written before the log frame naming it (invariant 5); a call returns
+       after its commit frame is in the log, fsynced as the durability mode says
+       (`grm.store.config.DURABILITY_PROMISES`). Only then do the host state and the catalog
+       change. An exception inside a transaction applies nothing (its payload files are orphans
+       for fsck). `set_durability(mode)` switches modes (a logged record); `flush()` makes every
+       acknowledged write durable now (async mode's sync point).
+    3. Readers call `get` / `children` / `records` (host state, no I/O), `read_payload` (one read,
+       decrypt, SHA-256: fail closed) and `search_text` (catalog, FTS5 BM25).
     4. `stats` and `fsck` at any time; a checkpoint is taken every `checkpoint_every` log frames
        (and by `checkpoint()`), after which a new log generation starts and covered segments go.
-    5. `close()` (or leaving the `with` block) releases the lock. After any I/O error in a write the
-       store is poisoned: every later write raises `StorePoisoned` until it is reopened, and
-       recovery then decides what was durable.
+    5. `close()` (or leaving the `with` block) flushes, stops the async flusher and releases the
+       lock. After any I/O error in a write (or a failed background fsync) the store is poisoned:
+       every later write raises `StorePoisoned` until it is reopened, and recovery then decides
+       what was durable.
 
     Thread safety: one RLock serializes writers, the catalog and fsck; a transaction holds it from
     enter to exit, so another thread's writes wait for it and LSNs are known at `txn.put` time.
-    Lookups in the host state take no lock.
+    Lookups in the host state take no lock. The async flusher fsyncs under a second lock that
+    only checkpoints also take, so commits never wait for an fsync.
     """
 
-    def __init__(self, config: StoreConfig, fs: FileSystem, layout: Layout, lock: Any) -> None:
+    def __init__(self, config: StoreConfig, fs: FileSystem, layout: Layout, lock: Any,
+                 keyring: Keyring | None, defences: Defences | None = None) -> None:
         """Use `Store.open`."""
         self.config = config
         self._fs = fs
         self._layout = layout
         self._lock_handle = lock
         self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
         self._counter_lock = threading.Lock()
         self._warned: set[tuple[str, str]] = set()
         self._txn: Txn | None = None
         self._poisoned: BaseException | None = None
         self._closed = False
+        self._mode = config.durability
+        self._flusher: Flusher | None = None
+        self.defences = defences or Defences()  # tests switch these off to prove attacks can succeed
+        self._codec = Codec(keyring, config.compress, self.defences)
         self.counters: dict[str, int] = dict.fromkeys(
             ("payload_corrupt", "payload_missing", "torn_records_dropped", "catalog_rebuilds",
-             "checkpoints_invalid", "checkpoints_written"), 0)
+             "checkpoints_invalid", "checkpoints_written", "text_unauthenticated",
+             "unfinished_segments"), 0)
         sync = config.syncs
+        state = HostState(self._codec.open_text if keyring is not None else None)
         try:
             for name in fs.listdir(layout.root):
                 if name.startswith(MARKER_NAME) and is_tmp(name):
                     fs.remove(os.path.join(layout.root, name))
-            rec = recover(fs, layout)
+            rec = recover(fs, layout, state, state.decode_row)
             if rec.tail is not None:
                 t = rec.tail
-                self._writer = LogWriter(fs, t.path, t.header, t.next_lsn, t.size, sync)
+                self._writer = LogWriter(fs, t.path, t.header, t.next_lsn, t.size)
+                if sync:  # what recovery found is durable from here on (the dur rule needs it)
+                    self._writer.fsync()
             else:
                 gen = rec.max_generation + 1
                 self._writer = LogWriter.create(fs, layout.segment(gen), gen, rec.last_lsn + 1,
@@ -94,13 +108,17 @@ class Store:
             raise StoreError(f"cannot recover store {layout.root}: {e}") from e
         self._state: HostState = rec.state
         self._last_lsn = rec.last_lsn
+        self.recovered_lsn = rec.last_lsn  # the last LSN recovery found, before any write of this open
+        self._durable_lsn = rec.last_lsn if sync else 0
         self._checkpoint_lsn = rec.checkpoint_lsn
         self._frames_since_checkpoint = rec.last_lsn - rec.checkpoint_lsn
         self.counters["torn_records_dropped"] = rec.torn_dropped
         self.counters["checkpoints_invalid"] = len(rec.invalid_checkpoints)
-        self._payloads = PayloadFiles(fs, layout, sync=sync)
-        path = fs.os_path(layout.catalog) if isinstance(fs, OsPaths) else None
-        self._catalog = Catalog(fs, path)
+        self.counters["text_unauthenticated"] = state.unauthenticated
+        self.counters["unfinished_segments"] = rec.unfinished_segments
+        self._payloads = PayloadFiles(fs, layout, self._codec)
+        path = fs.os_path(layout.catalog) if isinstance(fs, OsPaths) and keyring is None else None
+        self._catalog = Catalog(fs, path, full_sync=MODE_RULES[self._mode]["catalog_full"])
         try:
             if self._catalog.open(self._state.iter_all(), self._last_lsn):
                 self.counters["catalog_rebuilds"] += 1
@@ -108,18 +126,23 @@ class Store:
             self._writer.close()
             self._catalog.close()
             raise StoreError(f"cannot build the catalog of {layout.root}: {e}") from e
+        if self._mode == "async":
+            self._start_flusher()
+        if self._mode != (self._state.mode or "normal"):
+            self._log_mode(self._mode)
 
     @classmethod
-    def open(cls, config: StoreConfig) -> Store:
+    def open(cls, config: StoreConfig, *, defences: Defences | None = None) -> Store:
+        """Open (or create) the store `config` names. `defences` is for the attack tests only."""
         fs = config.fs if config.fs is not None else LocalFS()
         layout = Layout(os.fspath(config.root))
         try:
-            claim_root(fs, layout, sync=config.syncs)
+            keyring = claim_root(fs, layout, sync=config.syncs, master_key=config.master_key)
             lock = take_lock(fs, layout, config.lock_timeout)
         except OSError as e:
             raise StoreError(f"cannot open store {layout.root}: {e}") from e
         try:
-            return cls(config, fs, layout, lock)
+            return cls(config, fs, layout, lock, keyring, defences)
         except BaseException:
             lock.release()
             raise
@@ -127,12 +150,18 @@ class Store:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        self._stop_flusher(join=True)  # not under the lock: its last flush needs it
         with self._lock:
             if self._closed:
                 return
+            if self._mode == "async" and self._poisoned is None:
+                self.flush()
             self._closed = True
             with contextlib.suppress(OSError):
                 self._writer.close()
+            for handle in self._payloads.take_pending()[0]:
+                with contextlib.suppress(OSError):
+                    handle.close()
             self._catalog.close()
             self._lock_handle.release()
 
@@ -146,6 +175,16 @@ class Store:
     def last_lsn(self) -> int:
         return self._last_lsn
 
+    @property
+    def durable_lsn(self) -> int:
+        """The last LSN known fsynced (equal to last_lsn in normal/full/strict; behind it in
+        async by at most the flush window; 0 in volatile, which never fsyncs)."""
+        return self._durable_lsn
+
+    @property
+    def durability(self) -> str:
+        return self._mode
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"store {self._layout.root} is closed")
@@ -156,19 +195,85 @@ class Store:
             raise StorePoisoned(f"store {self._layout.root} refused a write: an earlier write failed "
                                 f"({self._poisoned}); reopen it to recover")
 
+    def _poison(self, e: BaseException) -> None:
+        self._poisoned = e
+        log.error("store %s poisoned by a failed write: %s", self._layout.root, e)
+
     def _io(self, fn: Callable[[], T]) -> T:
         """Run a durable write; any OSError poisons the store (the page cache may now lie)."""
         try:
             return fn()
         except OSError as e:
-            self._poisoned = e
-            log.error("store %s poisoned by a failed write: %s", self._layout.root, e)
+            self._poison(e)
             raise StorePoisoned(f"write to store {self._layout.root} failed ({e}); "
                                 f"writes are refused until it is reopened") from e
 
     def _count(self, name: str) -> None:
         with self._counter_lock:
             self.counters[name] = self.counters.get(name, 0) + 1
+
+    # ---- durability --------------------------------------------------------------------------
+
+    def _start_flusher(self) -> None:
+        self._flusher = Flusher(self.flush, self.config.async_flush_ms / 1000.0, self.config.async_max_pending)
+
+    def _stop_flusher(self, join: bool) -> None:
+        """Stop the async flusher; join=False when the caller holds the store lock (the thread
+        may be waiting for it; its next flush sees the mode changed and returns)."""
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.stop(join)
+
+    def flush(self) -> None:
+        """Fsync every deferred payload file, its folder and the log now, and advance
+        `durable_lsn` (async mode; the other modes have nothing deferred)."""
+        with self._lock:
+            if self._closed or not MODE_RULES[self._mode]["deferred"]:
+                return
+            writer, target = self._writer, self._last_lsn
+            files, folders = self._payloads.take_pending()
+        with self._flush_lock:
+            try:
+                for handle in files:
+                    handle.fsync()
+                for folder in folders:
+                    self._fs.fsync_dir(folder)
+                if not writer.closed:
+                    writer.fsync()
+            except OSError as e:
+                self._poison(e)
+                return
+            finally:
+                for handle in files:
+                    with contextlib.suppress(OSError):
+                        handle.close()
+            if target > self._durable_lsn:
+                self._durable_lsn = target
+
+    def set_durability(self, mode: str) -> None:
+        """Switch the durability mode; the change is a logged record, written under the new
+        mode (after a final flush when leaving async)."""
+        if mode not in DURABILITY_MODES:
+            raise UserInputError(f"bad durability {mode!r}: want one of {', '.join(DURABILITY_MODES)}")
+        with self._lock:
+            self._check_writable()
+            if self._txn is not None:
+                raise StoreError("cannot change durability inside a transaction")
+            if mode == self._mode:
+                return
+            if self._mode == "async":
+                self._stop_flusher(join=False)
+                self.flush()
+                self._check_writable()
+            self._mode = mode
+            self._catalog_call(lambda: self._catalog.set_full_sync(MODE_RULES[mode]["catalog_full"]))
+            if mode == "async":
+                self._start_flusher()
+            self._log_mode(mode)
+
+    def _log_mode(self, mode: str) -> None:
+        with self.transaction() as txn:
+            txn.log_mode(mode)
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -204,15 +309,20 @@ class Store:
         with self.transaction() as txn:
             txn.set_state(tenant, kind, key, state)
 
-    def _write_payload(self, tenant: str, data: Bytes) -> tuple[str, int]:
-        return self._io(lambda: self._payloads.write(tenant, data))
+    def _write_payload(self, tenant: str, kind: str, key: str, data: Bytes) -> tuple[str, int]:
+        rules = MODE_RULES[self._mode]
+        sync = "now" if rules["fsync_commit"] else "defer" if rules["deferred"] else "none"
+        return self._io(lambda: self._payloads.write(tenant, kind, key, data, sync=sync, verify=rules["verify"]))
 
     def _commit(self, txn: Txn) -> None:
         if not txn.bodies:
             return
+        rules = MODE_RULES[self._mode]
         bodies = txn.bodies + [txn.commit_body()]
-        last = self._io(lambda: self._writer.append(bodies))
-        # Durable from here on: the host state and then the catalog follow the log.
+        last = self._io(lambda: self._writer.append(bodies, fsync=rules["fsync_commit"], verify=rules["verify"]))
+        # Acknowledged from here on: the host state and then the catalog follow the log.
+        if rules["fsync_commit"]:
+            self._durable_lsn = last
         upserts, deletes = [], []
         for (tenant, kind, key), rec in txn.overlay.items():
             if rec is None:
@@ -221,9 +331,13 @@ class Store:
             else:
                 self._state.put(rec)
                 upserts.append(rec)
+        if txn.mode is not None:
+            self._state.mode = txn.mode
         self._last_lsn = last
         self._catalog_call(lambda: self._catalog.apply(upserts, deletes, last))
         self._frames_since_checkpoint += len(bodies)
+        if rules["deferred"] and self._flusher is not None:
+            self._flusher.committed()
         # A checkpoint failure here poisons the store and raises from this (already durable)
         # write: the caller sees the error, and the reopened store has the row.
         if self._frames_since_checkpoint >= self.config.checkpoint_every:
@@ -239,13 +353,22 @@ class Store:
                 self._io(self._checkpoint_locked)
 
     def _checkpoint_locked(self) -> None:
-        fs, layout, sync, lsn = self._fs, self._layout, self.config.syncs, self._last_lsn
-        write_checkpoint(fs, layout.checkpoint(lsn), lsn, self._state.iter_all(), sync=sync)
-        gen = self._writer.header.generation + 1
-        new = LogWriter.create(fs, layout.segment(gen), gen, lsn + 1, os.urandom(8), sync)
-        old, self._writer = self._writer, new
-        with contextlib.suppress(OSError):
-            old.close()
+        fs, layout, lsn = self._fs, self._layout, self._last_lsn
+        sync = self._mode != "volatile"
+        if self._mode == "async":
+            self.flush()  # the checkpoint may only name payload files that are durable
+            if self._poisoned is not None:
+                raise OSError(f"flush before checkpoint failed: {self._poisoned}")
+        with self._flush_lock:
+            write_checkpoint(fs, layout.checkpoint(lsn), lsn, self._state.iter_all(), sync=sync,
+                             mode=self._state.mode, encode_row=self._codec.seal_row)
+            gen = self._writer.header.generation + 1
+            new = LogWriter.create(fs, layout.segment(gen), gen, lsn + 1, os.urandom(8), sync)
+            old, self._writer = self._writer, new
+            with contextlib.suppress(OSError):
+                old.close()
+        if sync:
+            self._durable_lsn = max(self._durable_lsn, lsn)
         # Only now is the old log redundant: the checkpoint and the new segment are durable.
         for name in fs.listdir(layout.log_dir):
             g = parse_segment_name(name)
@@ -277,125 +400,3 @@ class Store:
             return fn()
         except (sqlite3.DatabaseError, OSError) as e:
             raise StoreError(f"catalog of {self._layout.root} is unusable: {e}") from e
-
-    # ---- reads -------------------------------------------------------------------------------
-
-    def get(self, tenant: str, kind: str, key: str) -> Record | None:
-        self._check_open()
-        rec = self._state.get(check_name("tenant", tenant), check_name("kind", kind), key)
-        return exported(rec) if rec is not None else None
-
-    def children(self, tenant: str, kind: str, parent: str) -> list[Record]:
-        self._check_open()
-        rows = self._state.children(check_name("tenant", tenant), check_name("kind", kind), parent)
-        return [exported(r) for r in sorted(rows, key=lambda r: r.lsn) if r.state == "active"]
-
-    def records(self, tenant: str | None = None, kind: str | None = None) -> Iterator[Record]:
-        self._check_open()
-        if tenant is not None:
-            check_name("tenant", tenant)
-        if kind is not None:
-            check_name("kind", kind)
-        return (exported(r) for r in self._state.records(tenant, kind))
-
-    def read_payload(self, record: Record) -> bytes | None:
-        """The payload bytes if the file re-hashes to `record.payload` with `record.payload_size`
-        bytes; otherwise None, counted and logged once per digest. Never other bytes."""
-        self._check_open()
-        if record.payload is None:
-            return None
-        try:
-            data, problem = self._payloads.read(record.tenant, record.payload, record.payload_size)
-        except OSError as e:  # EIO and friends: a miss like any other damage
-            data, problem = None, "corrupt"
-            log.debug("payload read error: %s", e)
-        if problem is not None:
-            self._count(f"payload_{problem}")
-            with self._counter_lock:
-                first = (record.tenant, record.payload) not in self._warned
-                self._warned.add((record.tenant, record.payload))
-            if first:
-                log.warning("payload %s of %s is %s: serving a miss", record.payload, record.ident, problem)
-        return data
-
-    def payload_path(self, record: Record) -> Path:
-        """Where the record's payload file lives (for diagnostics, benchmarks and tests; reads go
-        through `read_payload`, which verifies)."""
-        if record.payload is None:
-            raise StoreError(f"{record.ident} has no payload")
-        return Path(self._layout.payload(record.tenant, record.payload))
-
-    def search_text(self, tenant: str, query: str, kind: str | None = None,
-                    limit: int = 10) -> list[tuple[Record, float]]:
-        """Active rows of `tenant` whose text matches any word of `query`, by BM25 (higher is
-        better). `query` is plain user text: its words are quoted, never parsed as FTS syntax."""
-        self._check_open()
-        check_name("tenant", tenant)
-        if kind is not None:
-            check_name("kind", kind)
-        if not isinstance(query, str):
-            raise UserInputError(f"search query must be a string, got {type(query).__name__}")
-        tokens = list(dict.fromkeys(_WORD.findall(query)))[:_MAX_QUERY_TOKENS]
-        if not tokens or limit <= 0:
-            return []
-        with self._lock:
-            self._check_open()
-            hits = self._catalog_call(lambda: self._catalog.search(tenant, tokens, kind, limit))
-        out = []
-        for k, key, score in hits:
-            rec = self._state.get(tenant, k, key)
-            if rec is not None and rec.state == "active":
-                out.append((exported(rec), score))
-        return out
-
-    # ---- accounting --------------------------------------------------------------------------
-
-    def stats(self) -> dict:
-        self._check_open()
-        tenants: dict[str, dict[str, dict[str, int]]] = {}
-        seen: set[tuple[str, str, str]] = set()
-        for r in self._state.iter_all():
-            s = tenants.setdefault(r.tenant, {}).setdefault(
-                r.kind, {"records": 0, "active": 0, "superseded": 0, "damaged": 0, "payload_bytes": 0})
-            s["records"] += 1
-            s[r.state] += 1
-            if r.payload is not None and (r.tenant, r.kind, r.payload) not in seen:
-                seen.add((r.tenant, r.kind, r.payload))
-                s["payload_bytes"] += r.payload_size
-        with self._lock:
-            segs = [n for n in self._fs.listdir(self._layout.log_dir) if parse_segment_name(n) is not None]
-            log_bytes = sum(self._fs.size(os.path.join(self._layout.log_dir, n)) for n in segs)
-        return {"root": self._layout.root, "durability": self.config.durability,
-                "records": len(self._state), "tenants": tenants, "log_bytes": log_bytes,
-                "log_segments": len(segs), "last_lsn": self._last_lsn,
-                "checkpoint_lsn": self._checkpoint_lsn, "poisoned": self._poisoned is not None,
-                "counters": dict(self.counters)}
-
-    def fsck(self, repair: bool = False) -> FsckReport:
-        """Verify every payload, find orphan files, compare catalog and log. With repair: remove
-        orphans, mark rows with bad payloads damaged (a logged set_state), rebuild the catalog if
-        it disagrees. Never deletes a row or a file a row names."""
-        with self._lock:
-            self._check_open()
-            if self._txn is not None:
-                raise StoreError("cannot run fsck inside a transaction")
-            f = find(self._state, self._payloads, self._layout, self._catalog, self._last_lsn)
-            repaired: list[str] = []
-            if repair:
-                self._check_writable()
-                for path in f.orphans:
-                    self._io(lambda p=path: self._fs.remove(p))
-                    repaired.append(f"removed orphan {self._layout.relative(path)}")
-                if f.damaged:
-                    with self.transaction() as txn:
-                        for r in f.damaged:
-                            txn.set_state(r.tenant, r.kind, r.key, "damaged")
-                            repaired.append(f"marked damaged {r.ident}")
-                if not f.catalog_ok:
-                    self._catalog_call(lambda: self._catalog.rebuild(self._state.iter_all(), self._last_lsn))
-                    self._count("catalog_rebuilds")
-                    repaired.append("rebuilt catalog")
-            return FsckReport(records=len(self._state), damaged=[r.ident for r in f.damaged],
-                              orphans=[self._layout.relative(p) for p in f.orphans], repaired=repaired,
-                              already_damaged=[r.ident for r in f.already_damaged],
-                              catalog_ok=f.catalog_ok)

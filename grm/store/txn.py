@@ -38,6 +38,7 @@ class Txn:
         self._next_lsn = first_lsn
         self.bodies: list[bytes] = []
         self.overlay: dict[_Id, Record | None] = {}  # final effect per row; None = deleted
+        self.mode: str | None = None  # set by log_mode
         self.finished = False
 
     def _check(self) -> None:
@@ -50,16 +51,24 @@ class Txn:
             return self.overlay[ident]
         return self._store._state.get(*ident)
 
-    def _add(self, mutation: dict, ident: _Id, rec: Record | None) -> None:
-        body = encode_body({**mutation, "txn": self.first_lsn})
+    def _add(self, mutation: dict, ident: _Id | None, rec: Record | None) -> None:
+        body = encode_body({**mutation, "txn": self.first_lsn, "dur": self._store.durable_lsn})
         if len(body) > MAX_BODY:
             raise UserInputError(f"record {ident} is too large for one log frame ({len(body)} bytes)")
         self.bodies.append(body)
-        self.overlay[ident] = rec
+        if ident is not None:
+            self.overlay[ident] = rec
         self._next_lsn += 1
 
     def commit_body(self) -> bytes:
-        return encode_body({"op": "commit", "txn": self.first_lsn, "count": len(self.bodies)})
+        return encode_body({"op": "commit", "txn": self.first_lsn, "count": len(self.bodies),
+                            "dur": self._store.durable_lsn})
+
+    def log_mode(self, mode: str) -> None:
+        """A record that the durability mode is now `mode` (the store calls this)."""
+        self._check()
+        self.mode = mode
+        self._add({"op": "mode", "mode": mode}, None, None)
 
     def put(self, tenant: str, kind: str, key: str, *, meta: dict | None = None,
             payload: Bytes | None = None, parent: str | None = None, text: str | None = None,
@@ -75,11 +84,14 @@ class Txn:
             raise UserInputError(f"payload must be bytes, got {type(payload).__name__}")
         digest, size = None, 0
         if payload is not None:
-            digest, size = self._store._write_payload(tenant, payload)
+            digest, size = self._store._write_payload(tenant, kind, key, payload)
         rec = Record(tenant, kind, key, parent, meta, digest, size, text, state, self._next_lsn)
-        self._add({"op": "put", "tenant": tenant, "kind": kind, "key": key, "parent": parent,
-                   "meta": meta, "payload": digest, "size": size, "text": text, "state": state},
-                  ident, rec)
+        body = {"op": "put", "tenant": tenant, "kind": kind, "key": key, "parent": parent,
+                "meta": meta, "payload": digest, "size": size, "text": text, "state": state}
+        codec = self._store._codec
+        if codec.encrypted and text is not None:
+            body["text"], body["etext"] = None, codec.seal_text(tenant, kind, key, text)
+        self._add(body, ident, rec)
         return exported(rec)
 
     def delete(self, tenant: str, kind: str, key: str) -> bool:

@@ -102,3 +102,28 @@ def test_cli_ingest_then_ask_json(tmp_path):
         assert key in out
     assert out["tokens_from_memory"] + out["tokens_computed"] == out["prompt_tokens"]
     assert out["tokens_computed"] == 1  # the whole prompt was stored: only its last token is re-read
+
+
+def test_cli_encrypted_store_needs_the_right_key(tmp_path):
+    doc = tmp_path / "d.txt"
+    doc.write_text("The vault code is 4471.\n")
+    key, wrong = tmp_path / "key", tmp_path / "wrong"
+    key.write_bytes(bytes(range(32)))
+    wrong.write_text("ab" * 32)
+    store = str(tmp_path / "store")
+    base = ("--store", store, "--model", "tiny-random-llama")
+    ok = grm("ingest", str(doc), *base, "--key-file", str(key), "--json")
+    assert ok.returncode == 0, ok.stderr
+    for extra in (("--key-file", str(wrong)), ()):
+        proc = grm("ask", "--prompt-file", str(doc), "--mode", "exact", "--max-new-tokens", "1", *base, *extra)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "grm: error:" in proc.stderr, proc.stderr
+    proc = grm("ask", "--prompt-file", str(doc), "--mode", "exact", "--max-new-tokens", "1", "--json", *base,
+               env_extra={"GRM_MASTER_KEY": bytes(range(32)).hex()})
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    out = json.loads(proc.stdout)
+    assert out["tokens_computed"] == 1  # served from the encrypted store
+    # nothing readable in the clear on disk
+    blob = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert b"vault code is 4471" not in blob

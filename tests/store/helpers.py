@@ -64,3 +64,21 @@ def memory_store(fs: MemoryFS | None = None, **kw) -> tuple[Store, MemoryFS]:
     fs = fs or MemoryFS()
     return Store.open(StoreConfig(root=Path("/mem/store"), fs=fs, **kw)), fs
 
+
+
+def rewrite_log(fs: FileSystem, root: str, change) -> None:
+    """An attacker with disk access: rewrite every log frame body through `change(body) -> body`
+    and recompute the checksums (the salt is in the segment header)."""
+    import os
+
+    from grm.store.log import encode_body, encode_frame, read_segment
+
+    log_dir = os.path.join(root, "log")
+    for name in fs.listdir(log_dir):
+        path = os.path.join(log_dir, name)
+        seg = read_segment(fs, path)
+        data = seg.header.encode() + b"".join(
+            encode_frame(seg.header.salt, f.lsn, encode_body(change(dict(f.body)))) for f in seg.frames)
+        h = fs.open_write(path)
+        h.write(data)
+        h.close()

@@ -61,7 +61,7 @@ def test_uncommitted_frames_at_the_tail_are_dropped(root: Path) -> None:
             txn.put("t", "block", "b")
             txn.put("t", "block", "c")
         first = s.get("t", "block", "b").lsn
-    commit_len = FRAME_SIZE + len(encode_body({"op": "commit", "txn": first, "count": 2}))
+    commit_len = FRAME_SIZE + len(encode_body({"op": "commit", "txn": first, "count": 2, "dur": first - 1}))
     seg = segments(root)[-1]
     with open(seg, "r+b") as f:
         f.truncate(seg.stat().st_size - commit_len)

@@ -1,0 +1,199 @@
+"""Payload and text envelopes: how bytes are compressed, encrypted and bound to their record.
+
+Payload file content, by store configuration:
+    plain (no key, no compression): exactly the payload bytes; name = SHA-256 hex of them
+    compressed or encrypted: an envelope
+       0   8  magic b"GRMPAY1\\0"
+       8   1  flags: bit 0 = zstandard-compressed, bit 1 = AES-256-GCM encrypted
+       9   3  zero
+      12  12  nonce (random per write, never reused; zeros when not encrypted)
+      24   .  body: the (compressed) bytes, or AES-GCM(ciphertext || 16-byte tag) of them
+Names (the record's `payload` field, the content address):
+    not encrypted: SHA-256 hex of the payload bytes - same bytes, same file within a tenant
+    encrypted:     HMAC-SHA256(tenant name key, ["payload", kind, key, sha256 hex]) - deterministic
+                   within a tenant and record (re-putting the same bytes reuses the file), reveals
+                   nothing about the bytes, and differs between records: an encrypted store keeps
+                   one file per record even when two records hold the same bytes.
+Associated data (never stored; recomputed from the record on read):
+    payload: b"grm-payload v1\\0" + canonical JSON [tenant, kind, key, name]
+    text:    b"grm-text v1\\0"    + canonical JSON [tenant, kind, key]
+The format version is in the AD prefix, and the model identity is inside the key (a block's
+key is its fingerprint, which hashes the model identity), so a file or text moved to another
+tenant, record or format fails to authenticate: `decode_payload` returns None (a miss).
+Encrypted text in log frames and checkpoints is base64 of: 1 byte version (1) || nonce || ct+tag.
+
+After decryption and decompression the bytes are checked again: their size and their SHA-256
+(or keyed name) must match the record, so compression and encryption never weaken the digest
+check of an unencrypted store.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import struct
+
+import zstandard
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from grm.store.crypt import Keyring
+from grm.store.defences import Defences
+from grm.store.record import Record, canonical_json
+
+MAGIC = b"GRMPAY1\0"
+HEAD = struct.Struct("<8sB3x12s")
+HEAD_SIZE = HEAD.size  # 24
+F_ZSTD, F_AES = 1, 2
+NONCE = 12
+TAG = 16
+TEXT_VERSION = 1
+_ZSTD_LEVEL = 3
+
+
+class Unauthenticated(Exception):
+    """Raised by `open_text` when a stored text fails authentication."""
+
+
+def _ctr_decrypt(key: bytes, nonce: bytes, ct_and_tag: bytes) -> bytes:
+    """AES-GCM decryption *without* the tag check (GCM's keystream starts at counter 2): only
+    reachable when a test has switched `Defences.authentication` off."""
+    dec = Cipher(algorithms.AES(key), modes.CTR(nonce + b"\0\0\0\2")).decryptor()
+    return dec.update(ct_and_tag[:-TAG]) + dec.finalize()
+
+
+class Codec:
+    """Turns payload bytes into file content and names, and texts into sealed strings."""
+
+    def __init__(self, keyring: Keyring | None, compress: bool, defences: Defences) -> None:
+        self.keyring = keyring
+        self.compress = compress
+        self.defences = defences
+
+    @property
+    def encrypted(self) -> bool:
+        return self.keyring is not None
+
+    @property
+    def enveloped(self) -> bool:
+        return self.keyring is not None or self.compress
+
+    def _tenant(self, tenant: str) -> str:
+        return tenant if self.defences.tenant_binding else ""
+
+    # ---- payloads ----------------------------------------------------------------------------
+
+    def name(self, tenant: str, kind: str, key: str, sha_hex: str) -> str:
+        if self.keyring is None:
+            return sha_hex
+        _, name_key = self.keyring.tenant(self._tenant(tenant))
+        msg = canonical_json(["payload", kind, key, sha_hex]).encode("utf-8")
+        return hmac.new(name_key, msg, hashlib.sha256).hexdigest()
+
+    def _payload_ad(self, tenant: str, kind: str, key: str, name: str) -> bytes:
+        return b"grm-payload v1\0" + canonical_json([self._tenant(tenant), kind, key, name]).encode("utf-8")
+
+    def encode_payload(self, tenant: str, kind: str, key: str, name: str, data: bytes) -> bytes:
+        """File content for `data` (fresh random nonce on every call)."""
+        if not self.enveloped:
+            return bytes(data)
+        flags, body, nonce = 0, bytes(data), bytes(NONCE)
+        if self.compress:
+            flags |= F_ZSTD
+            body = zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(body)
+        if self.keyring is not None:
+            flags |= F_AES
+            nonce = os.urandom(NONCE)
+            enc, _ = self.keyring.tenant(self._tenant(tenant))
+            body = AESGCM(enc).encrypt(nonce, body, self._payload_ad(tenant, kind, key, name))
+        return HEAD.pack(MAGIC, flags, nonce) + body
+
+    def decode_payload(self, tenant: str, kind: str, key: str, name: str, size: int,
+                       blob: bytes) -> bytes | None:
+        """The payload bytes if `blob` authenticates (encrypted) and its bytes match the record
+        (size and digest / keyed name); else None."""
+        candidates = []
+        opened = self._open_envelope(tenant, kind, key, name, size, blob)
+        if opened is not None:
+            candidates.append(opened)
+        if not self.encrypted:
+            candidates.append(blob)  # plain bytes (written before compression was on, or that
+            # merely start with the envelope magic): the digest decides which reading is right
+        for data in candidates:
+            if not self.defences.digest_check:
+                return data
+            if len(data) == size and self.name(tenant, kind, key, hashlib.sha256(data).hexdigest()) == name:
+                return data
+        return None
+
+    def _open_envelope(self, tenant: str, kind: str, key: str, name: str, size: int,
+                       blob: bytes) -> bytes | None:
+        if len(blob) < HEAD_SIZE or blob[:8] != MAGIC:
+            return None
+        _, flags, nonce = HEAD.unpack_from(blob, 0)
+        body = blob[HEAD_SIZE:]
+        if flags & F_AES:
+            if self.keyring is None:
+                return None
+            enc, _ = self.keyring.tenant(self._tenant(tenant))
+            if not self.defences.authentication:
+                body = _ctr_decrypt(enc, nonce, body)
+            else:
+                try:
+                    body = AESGCM(enc).decrypt(nonce, body, self._payload_ad(tenant, kind, key, name))
+                except InvalidTag:
+                    return None
+        elif self.encrypted:
+            return None  # an encrypted store serves only authenticated bytes
+        if flags & F_ZSTD:
+            try:
+                body = zstandard.ZstdDecompressor().decompress(body, max_output_size=max(size, 1))
+            except zstandard.ZstdError:
+                return None
+        return body
+
+    # ---- texts -------------------------------------------------------------------------------
+
+    def _text_ad(self, tenant: str, kind: str, key: str) -> bytes:
+        return b"grm-text v1\0" + canonical_json([self._tenant(tenant), kind, key]).encode("utf-8")
+
+    def seal_text(self, tenant: str, kind: str, key: str, text: str) -> str:
+        assert self.keyring is not None
+        enc, _ = self.keyring.tenant(self._tenant(tenant))
+        nonce = os.urandom(NONCE)
+        ct = AESGCM(enc).encrypt(nonce, text.encode("utf-8"), self._text_ad(tenant, kind, key))
+        return base64.b64encode(bytes([TEXT_VERSION]) + nonce + ct).decode("ascii")
+
+    def seal_row(self, r: Record) -> list:
+        """A checkpoint row: `Record.to_list`, with the text sealed when encrypted."""
+        v = r.to_list()
+        if self.keyring is not None and r.text is not None:
+            v[7] = {"e": self.seal_text(r.tenant, r.kind, r.key, r.text)}
+        return v
+
+    def open_text(self, tenant: str, kind: str, key: str, sealed: str) -> str:
+        """The text, or Unauthenticated (wrong tenant, record, key, or tampered bytes)."""
+        if self.keyring is None:
+            raise Unauthenticated("store has no key")
+        try:
+            raw = base64.b64decode(sealed.encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError):
+            raise Unauthenticated("not base64") from None
+        if len(raw) < 1 + NONCE + TAG or raw[0] != TEXT_VERSION:
+            raise Unauthenticated("bad sealed text header")
+        nonce, ct = raw[1:1 + NONCE], raw[1 + NONCE:]
+        enc, _ = self.keyring.tenant(self._tenant(tenant))
+        if not self.defences.authentication:
+            plain = _ctr_decrypt(enc, nonce, ct)
+        else:
+            try:
+                plain = AESGCM(enc).decrypt(nonce, ct, self._text_ad(tenant, kind, key))
+            except InvalidTag:
+                raise Unauthenticated("text failed authentication") from None
+        try:
+            return plain.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Unauthenticated("text is not UTF-8") from None

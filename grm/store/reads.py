@@ -1,0 +1,149 @@
+"""The read side of `Store` (a mixin it inherits): lookups in the host state, verified payload
+reads, text search through the catalog, stats and fsck. Nothing here writes, except fsck's
+repair, which goes through the store's logged writes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grm.errors import StoreError, UserInputError
+from grm.store.config import DURABILITY_PROMISES
+from grm.store.fsck import FsckReport, find
+from grm.store.layout import parse_segment_name
+from grm.store.record import Record, check_name, exported
+
+if TYPE_CHECKING:
+    from grm.store.store import Store
+
+log = logging.getLogger("grm.store")
+_WORD = re.compile(r"\w+")
+_MAX_QUERY_TOKENS = 64
+
+
+class StoreReads:
+    def get(self: Store, tenant: str, kind: str, key: str) -> Record | None:
+        self._check_open()
+        rec = self._state.get(check_name("tenant", tenant), check_name("kind", kind), key)
+        return exported(rec) if rec is not None else None
+
+    def children(self: Store, tenant: str, kind: str, parent: str) -> list[Record]:
+        self._check_open()
+        rows = self._state.children(check_name("tenant", tenant), check_name("kind", kind), parent)
+        return [exported(r) for r in sorted(rows, key=lambda r: r.lsn) if r.state == "active"]
+
+    def records(self: Store, tenant: str | None = None, kind: str | None = None) -> Iterator[Record]:
+        self._check_open()
+        if tenant is not None:
+            check_name("tenant", tenant)
+        if kind is not None:
+            check_name("kind", kind)
+        return (exported(r) for r in self._state.records(tenant, kind))
+
+    def read_payload(self: Store, record: Record) -> bytes | None:
+        """The payload bytes if the file decodes (and, encrypted, authenticates under the
+        record's tenant, kind and key) to `record.payload_size` bytes that re-hash to
+        `record.payload`; otherwise None, counted and logged once per file. Never other bytes."""
+        self._check_open()
+        if record.payload is None:
+            return None
+        try:
+            data, problem = self._payloads.read(record.tenant, record.kind, record.key, record.payload,
+                                                record.payload_size)
+        except OSError as e:  # EIO and friends: a miss like any other damage
+            data, problem = None, "corrupt"
+            log.debug("payload read error: %s", e)
+        if problem is not None:
+            self._count(f"payload_{problem}")
+            with self._counter_lock:
+                first = (record.tenant, record.payload) not in self._warned
+                self._warned.add((record.tenant, record.payload))
+            if first:
+                log.warning("payload %s of %s is %s: serving a miss", record.payload, record.ident, problem)
+        return data
+
+    def payload_path(self: Store, record: Record) -> Path:
+        """Where the record's payload file lives (for diagnostics, benchmarks and tests; reads go
+        through `read_payload`, which verifies)."""
+        if record.payload is None:
+            raise StoreError(f"{record.ident} has no payload")
+        return Path(self._layout.payload(record.tenant, record.payload))
+
+    def search_text(self: Store, tenant: str, query: str, kind: str | None = None,
+                    limit: int = 10) -> list[tuple[Record, float]]:
+        """Active rows of `tenant` whose text matches any word of `query`, by BM25 (higher is
+        better). `query` is plain user text: its words are quoted, never parsed as FTS syntax."""
+        self._check_open()
+        check_name("tenant", tenant)
+        if kind is not None:
+            check_name("kind", kind)
+        if not isinstance(query, str):
+            raise UserInputError(f"search query must be a string, got {type(query).__name__}")
+        tokens = list(dict.fromkeys(_WORD.findall(query)))[:_MAX_QUERY_TOKENS]
+        if not tokens or limit <= 0:
+            return []
+        with self._lock:
+            self._check_open()
+            hits = self._catalog_call(lambda: self._catalog.search(tenant, tokens, kind, limit))
+        out = []
+        for k, key, score in hits:
+            rec = self._state.get(tenant, k, key)
+            if rec is not None and rec.state == "active":
+                out.append((exported(rec), score))
+        return out
+
+    def stats(self: Store) -> dict:
+        self._check_open()
+        tenants: dict[str, dict[str, dict[str, int]]] = {}
+        seen: set[tuple[str, str, str]] = set()
+        for r in self._state.iter_all():
+            s = tenants.setdefault(r.tenant, {}).setdefault(
+                r.kind, {"records": 0, "active": 0, "superseded": 0, "damaged": 0, "payload_bytes": 0})
+            s["records"] += 1
+            s[r.state] += 1
+            if r.payload is not None and (r.tenant, r.kind, r.payload) not in seen:
+                seen.add((r.tenant, r.kind, r.payload))
+                s["payload_bytes"] += r.payload_size
+        with self._lock:
+            segs = [n for n in self._fs.listdir(self._layout.log_dir) if parse_segment_name(n) is not None]
+            log_bytes = sum(self._fs.size(os.path.join(self._layout.log_dir, n)) for n in segs)
+        return {"root": self._layout.root, "durability": self._mode,
+                "durability_promise": DURABILITY_PROMISES[self._mode],
+                "encrypted": self._codec.encrypted, "compressed": self._codec.compress,
+                "records": len(self._state), "tenants": tenants, "log_bytes": log_bytes,
+                "log_segments": len(segs), "last_lsn": self._last_lsn, "durable_lsn": self._durable_lsn,
+                "checkpoint_lsn": self._checkpoint_lsn, "poisoned": self._poisoned is not None,
+                "counters": dict(self.counters)}
+
+    def fsck(self: Store, repair: bool = False) -> FsckReport:
+        """Verify every payload, find orphan files, compare catalog and log. With repair: remove
+        orphans, mark rows with bad payloads damaged (a logged set_state), rebuild the catalog if
+        it disagrees. Never deletes a row or a file a row names."""
+        with self._lock:
+            self._check_open()
+            if self._txn is not None:
+                raise StoreError("cannot run fsck inside a transaction")
+            f = find(self._state, self._payloads, self._layout, self._catalog, self._last_lsn)
+            repaired: list[str] = []
+            if repair:
+                self._check_writable()
+                for path in f.orphans:
+                    self._io(lambda p=path: self._fs.remove(p))
+                    repaired.append(f"removed orphan {self._layout.relative(path)}")
+                if f.damaged:
+                    with self.transaction() as txn:
+                        for r in f.damaged:
+                            txn.set_state(r.tenant, r.kind, r.key, "damaged")
+                            repaired.append(f"marked damaged {r.ident}")
+                if not f.catalog_ok:
+                    self._catalog_call(lambda: self._catalog.rebuild(self._state.iter_all(), self._last_lsn))
+                    self._count("catalog_rebuilds")
+                    repaired.append("rebuilt catalog")
+            return FsckReport(records=len(self._state), damaged=[r.ident for r in f.damaged],
+                              orphans=[self._layout.relative(p) for p in f.orphans], repaired=repaired,
+                              already_damaged=[r.ident for r in f.already_damaged],
+                              catalog_ok=f.catalog_ok)
