@@ -23,3 +23,12 @@ def rotate_keys(keys: torch.Tensor, inv_freq: torch.Tensor, delta: int) -> torch
     cos, sin = emb.cos(), emb.sin()
     k64 = keys.to(torch.float64)
     return (k64 * cos + rotate_half(k64) * sin).to(keys.dtype)
+
+
+def rotate_keys_at(keys: torch.Tensor, inv_freq: torch.Tensor, deltas: torch.Tensor) -> torch.Tensor:
+    """keys [..., tokens, head_dim], token t rotated by deltas[t] positions (float64 angles)."""
+    angles = deltas.to(torch.float64)[:, None] * inv_freq.to(torch.float64)[None, :]  # [tokens, head_dim // 2]
+    emb = torch.cat((angles, angles), dim=-1)  # [tokens, head_dim]
+    cos, sin = emb.cos(), emb.sin()
+    k64 = keys.to(torch.float64)
+    return (k64 * cos + rotate_half(k64) * sin).to(keys.dtype)

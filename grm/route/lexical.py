@@ -37,6 +37,7 @@ class Hit:
     score: float  # combined score, higher is better
     bm25: float
     identifiers: tuple[str, ...]  # query identifiers found in the record's text (why it was chosen)
+    dense: float = 0.0  # dense-channel cosine, when that channel was asked
 
 
 def identifiers(text: str) -> list[str]:

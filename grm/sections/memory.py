@@ -17,6 +17,7 @@ from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
 from grm.route import Hit, LexicalConfig, search
+from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, routing_key, score
 from grm.store import Record
 
 
@@ -24,10 +25,17 @@ from grm.store import Record
 class SectionConfig:
     section_tokens: int = 512  # token budget of one section (leave room for the question)
     lexical: LexicalConfig = LexicalConfig()
+    dense: DenseConfig = DenseConfig()
+    dense_weight: float = 0.5  # combined = lexical / best lexical + dense_weight * dense rescaled to [0, 1]
 
     def __post_init__(self) -> None:
         if self.section_tokens < 8:
             raise ValueError("section_tokens must be >= 8")
+        if self.dense_weight < 0:
+            raise ValueError("dense_weight must be >= 0")
+
+
+CHANNELS = ("combined", "lexical", "dense")
 
 
 class SectionMemory:
@@ -53,8 +61,10 @@ class SectionMemory:
                 prefill(ex.lm.model, cache, ids, seat)
                 kv = kv_from_cache(cache, seat, seat + len(ids))
                 meta = ex.bind(ex.tenant, fp, ex.sink_fp, seat, sec.text, ids)
+                dense = encode_key(routing_key(kv, ex.dialect, seat, self.config.dense))
                 ex.store.put(ex.tenant, "block", fp, parent=ex.sink_fp, text=sec.text, payload=kv.to_bytes(meta),
-                             meta={"seat": seat, "tokens": len(ids), "doc": name, "index": i, "layout": "sections"})
+                             meta={"seat": seat, "tokens": len(ids), "doc": name, "index": i, "layout": "sections",
+                                   "dense": dense})
                 computed += 1
             if progress:
                 progress(1)
@@ -63,12 +73,44 @@ class SectionMemory:
                      meta={"name": name, "layout": "sections", "blocks": fps, "bytes": len(data)})
         return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections))
 
-    def select(self, question: str, k: int = 1) -> list[Hit]:
-        """The k sections that best match `question` (CPU only), best first, with why."""
+    def select(self, question: str, k: int = 1, channel: str = "combined") -> list[Hit]:
+        """The k sections that best match `question` (CPU only, no generation), best first, each
+        with its scores: why it was chosen. channel: combined | lexical | dense."""
+        if channel not in CHANNELS:
+            raise ValueError(f"channel must be one of {CHANNELS}")
         ex = self.exact
-        hits = search(ex.store, ex.tenant, question, "block", self.config.lexical,
-                      keep=lambda r: r.parent == ex.sink_fp)
+        lexical = {} if channel == "dense" else {
+            h.record.key: h for h in search(ex.store, ex.tenant, question, "block", self.config.lexical,
+                                            keep=lambda r: r.parent == ex.sink_fp)}
+        if channel == "lexical" or (channel == "combined" and self.config.dense_weight == 0):
+            return sorted(lexical.values(), key=lambda h: -h.score)[:k]
+        dense = self._dense_scores(question)
+        if not dense:
+            return sorted(lexical.values(), key=lambda h: -h.score)[:k]
+        lo, hi = min(c for _, c in dense.values()), max(c for _, c in dense.values())
+        best_lex = max((h.score for h in lexical.values()), default=0.0) or 1.0
+        hits = []
+        for key, (rec, cos) in dense.items():
+            lex = lexical.get(key)
+            d = (cos - lo) / (hi - lo) if hi > lo else 0.0
+            combined = (lex.score / best_lex if lex else 0.0) + self.config.dense_weight * d
+            value = d if channel == "dense" else combined
+            hits.append(Hit(rec, value, lex.bm25 if lex else 0.0, lex.identifiers if lex else (), cos))
+        hits.sort(key=lambda h: -h.score)
         return hits[:k]
+
+    def _dense_scores(self, question: str) -> dict[str, tuple[Record, float]]:
+        """key -> (record, cosine of the question's routing key with the section's), for every
+        section read after the sinks that carries a dense key of this geometry."""
+        ex = self.exact
+        ids = ex.lm.tokenizer.encode(question.strip())
+        q = query_key(ex.lm.model, ex.sinks(), ids, ex.dialect, self.config.dense)
+        out: dict[str, tuple[Record, float]] = {}
+        for rec in ex.store.children(ex.tenant, "block", ex.sink_fp):
+            key = decode_key(rec.meta.get("dense", ""), q)
+            if key is not None:
+                out[rec.key] = (rec, score(q, key))
+        return out
 
     def load(self, rec: Record) -> tuple[KV | None, list[int]]:
         """A selected section's K/V, verified (None = miss), and its token ids."""

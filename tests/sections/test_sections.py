@@ -104,3 +104,31 @@ def test_a_damaged_section_is_recomputed(rt):
     good = rt.ask(question, mode="rag-text", max_new_tokens=6)
     a = rt.ask(question, mode="exact-section", max_new_tokens=6)
     assert a.answer == good.answer and a.tokens_from_memory == 4
+
+
+def test_every_channel_selects_and_explains(rt):
+    question = "Which variety ripens after the first frost?"
+    for channel in ("lexical", "dense", "combined"):
+        hits = rt.sections.select(question, k=2, channel=channel)
+        assert len(hits) == 2 and hits[0].score >= hits[1].score
+    combined = rt.sections.select(question, k=1)[0]
+    assert "Copper Wren" in combined.record.text and combined.bm25 > 0 and -1.0 <= combined.dense <= 1.0
+    with pytest.raises(ValueError):
+        rt.sections.select(question, channel="psychic")
+
+
+def test_dense_routing_keys_are_position_free(tiny_models):
+    """The same span read at two seats gets the same routing key (rotary undone per token)."""
+    from grm.dialects import dialect_for
+    from grm.kv import kv_from_cache, new_cache
+    from grm.route.dense import DenseConfig, routing_key
+
+    lm = tiny_models["llama"]
+    d = dialect_for(lm.model)
+    ids = lm.tokenizer.encode("position free keys for routing")
+    keys = []
+    for start in (4, 900):
+        cache = new_cache()
+        prefill(lm.model, cache, ids, start)
+        keys.append(routing_key(kv_from_cache(cache), d, start, DenseConfig(layer_stride=1)))
+    assert torch.allclose(keys[0], keys[1], atol=1e-4)

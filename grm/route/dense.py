@@ -1,0 +1,71 @@
+"""The dense routing channel: keys from the model's own K, position-free, as per-head centroids.
+
+A span's routing key is, for every `layer_stride`-th layer and every KV head, the mean of its
+keys after undoing the rotary map (each key rotated back by its seat), L2-normalized:
+[layers', kv_heads, head_dim]. A query's key is made the same way from the question read after
+the sinks. Score = mean over (layer, head) of the cosine between the two. Stored in record
+metadata as base64 of fp16 little-endian bytes (a few KB per span).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from grm.dialects import Dialect
+from grm.dialects.rotary import rotate_keys_at
+from grm.kv import KV, cache_from_kv, kv_from_cache
+from grm.kv.forward import prefill
+
+
+@dataclass(frozen=True)
+class DenseConfig:
+    layer_stride: int = 4  # use every n-th layer (keys of neighbouring layers are alike)
+
+    def __post_init__(self) -> None:
+        if self.layer_stride < 1:
+            raise ValueError("layer_stride must be >= 1")
+
+
+def routing_key(kv: KV, dialect: Dialect, seat: int, config: DenseConfig) -> torch.Tensor:
+    """[layers', kv_heads, head_dim] normalized centroids of `kv`'s position-free keys."""
+    layers = range(0, kv.keys.shape[0], config.layer_stride)
+    seats = torch.arange(seat, seat + kv.tokens)
+    out = []
+    for layer in layers:
+        keys = kv.keys[layer]  # [kv_heads, tokens, head_dim]
+        inv = dialect.inv_freq[layer]
+        free = rotate_keys_at(keys, inv, -seats) if inv is not None else keys
+        out.append(free.float().mean(dim=1))
+    cent = torch.stack(out)
+    return cent / cent.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def query_key(model: torch.nn.Module, sinks: KV, ids: list[int], dialect: Dialect, config: DenseConfig) -> torch.Tensor:
+    """The routing key of a query: its tokens read after the sinks (one short forward pass)."""
+    cache = cache_from_kv(sinks)
+    prefill(model, cache, ids, sinks.tokens)
+    return routing_key(kv_from_cache(cache, sinks.tokens), dialect, sinks.tokens, config)
+
+
+def encode_key(key: torch.Tensor) -> str:
+    return base64.b64encode(key.to(torch.float16).numpy().astype("<f2").tobytes()).decode("ascii")
+
+
+def decode_key(text: str, like: torch.Tensor) -> torch.Tensor | None:
+    """A stored key shaped like `like`, or None if it does not fit (another geometry)."""
+    try:
+        arr = np.frombuffer(base64.b64decode(text), dtype="<f2")
+    except (ValueError, TypeError):
+        return None
+    if arr.size != like.numel():
+        return None
+    return torch.from_numpy(arr.astype(np.float32)).reshape(like.shape)
+
+
+def score(query: torch.Tensor, key: torch.Tensor) -> float:
+    """Mean cosine over (layer, head); both are normalized already."""
+    return float((query * key).sum(dim=-1).mean())
