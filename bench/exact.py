@@ -44,17 +44,28 @@ def build_doc(tok, target: int, offset: int) -> str:
 
 
 def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None:
-    """The new process: ask each prompt WARM_RUNS times; time load+verify vs raw read+hash."""
+    """The new process: per prompt, alternate a warm ask (blocks from the store) with a cold read
+    of the same prompt (model loaded, no memory: sinks + every token prefilled), WARM_RUNS times
+    each, so both see the same machine load; then time load+verify vs raw read+hash."""
+    import torch
+
+    from grm.kv import new_cache
+    from grm.kv.forward import prefill
     from grm.runtime import Runtime
 
     prompts = json.loads(Path(prompts_file).read_text())
     with Runtime.open(store=store, model=model, threads=threads) as rt:
+        tok = rt.lm.tokenizer
         for prompt in prompts:
-            ttfts, answers = [], []
+            ttfts, colds, answers = [], [], []
             for _ in range(WARM_RUNS):
                 a = rt.ask(prompt, mode="exact", max_new_tokens=1)
                 ttfts.append(a.ttft_s)
                 answers.append(a)
+                t = time.perf_counter()
+                ids = list(tok.sink_ids) + tok.encode(prompt)
+                int(torch.argmax(prefill(rt.lm.model, new_cache(), ids, 0)))
+                colds.append(time.perf_counter() - t)
             loads, raws = [], []
             for _ in range(WARM_RUNS):
                 t = time.perf_counter()
@@ -70,6 +81,7 @@ def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None
             a = answers[0]
             print(json.dumps({
                 "ttft_first_s": ttfts[0], "ttft_median_s": statistics.median(ttfts),
+                "cold_side_by_side_median_s": statistics.median(colds),
                 "prompt_tokens": a.prompt_tokens, "tokens_from_memory": a.tokens_from_memory,
                 "tokens_computed": a.tokens_computed, "blocks": len(prefix.blocks), "payload_bytes": nbytes,
                 "load_verify_s": min(loads), "raw_read_hash_s": min(raws),
@@ -106,7 +118,9 @@ def main(args: argparse.Namespace) -> int:
         rows.append({
             "doc_tokens": doc_tokens, "prompt_tokens": w["prompt_tokens"], "cold_ttft_s": cold.ttft_s,
             "warm_ttft_first_s": w["ttft_first_s"], "warm_ttft_median_s": w["ttft_median_s"],
-            "speedup": cold.ttft_s / w["ttft_median_s"],
+            "cold_side_by_side_s": w["cold_side_by_side_median_s"],
+            "speedup_side_by_side": w["cold_side_by_side_median_s"] / w["ttft_median_s"],
+            "speedup_first_cold_vs_warm": cold.ttft_s / w["ttft_median_s"],
             "memory_share_of_document": (w["tokens_from_memory"] - len(tok.sink_ids)) / doc_tokens,
             "tokens_from_memory": w["tokens_from_memory"], "tokens_computed": w["tokens_computed"],
             "blocks": w["blocks"], "payload_mb": w["payload_bytes"] / 1e6,
@@ -118,19 +132,25 @@ def main(args: argparse.Namespace) -> int:
                "load_over_raw_le_1.5": all(r["load_over_raw"] <= 1.5 for r in rows)}
     for r in rows:
         if abs(r["doc_tokens"] - 2048) < 200:
-            targets["speedup_2048_ge_10"] = r["speedup"] >= 10
+            targets["speedup_2048_ge_10"] = r["speedup_side_by_side"] >= 10
         if abs(r["doc_tokens"] - 6000) < 400:
-            targets["speedup_6000_ge_25"] = r["speedup"] >= 25
-    table = ["| doc tokens | cold TTFT | warm TTFT (median of 3, first) | speed-up | from memory (doc) | "
-             "load+verify | raw read+SHA-256 | ratio |", "|---|---|---|---|---|---|---|---|"]
+            targets["speedup_6000_ge_25"] = r["speedup_side_by_side"] >= 25
+    table = ["| doc tokens | cold TTFT (side by side; first, this process) | warm TTFT (median of 3; first) | "
+             "speed-up | from memory (doc) | load+verify | raw read+SHA-256 | ratio |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         table.append(
-            f"| {r['doc_tokens']} | {r['cold_ttft_s']:.3f} s | {r['warm_ttft_median_s']:.3f} s, "
-            f"{r['warm_ttft_first_s']:.3f} s | {r['speedup']:.1f}x | {r['memory_share_of_document']:.1%} | "
+            f"| {r['doc_tokens']} | {r['cold_side_by_side_s']:.3f} s; {r['cold_ttft_s']:.3f} s | "
+            f"{r['warm_ttft_median_s']:.3f} s; {r['warm_ttft_first_s']:.3f} s | {r['speedup_side_by_side']:.1f}x | "
+            f"{r['memory_share_of_document']:.1%} | "
             f"{r['load_verify_s'] * 1000:.0f} ms | {r['raw_read_hash_s'] * 1000:.0f} ms | {r['load_over_raw']:.2f} |")
     table += ["", "Targets: " + ", ".join(f"{k}: {v}" for k, v in targets.items()),
-              "", "Cold = this process, model loaded, nothing stored; warm = a new process on the same store. "
-              "Question ~20 tokens; TTFT = ask call to first generated token; 2 torch threads."]
+              "", "Warm = a new process asking from the store; cold = in that same process, alternating with the "
+              "warm asks, the same prompt read with no memory (sinks + every token, model loaded): the ratio is "
+              "side by side, so machine load hits both alike. The first cold ask (first process, before ingest) "
+              "is listed too. Question ~20 tokens; TTFT = ask call to first generated token; 2 torch threads.",
+              "Load+verify = the store's verified reads (2 threads) + bound-field checks + parsing; raw = plain "
+              "read + SHA-256 of the same files, one thread."]
     write_results("exact", {"model": args.model or "smollm2-135m", "threads": threads, "rows": rows,
                             "targets": targets}, table, "grm bench exact --threads 2",
                   quick=getattr(args, "quick", False))

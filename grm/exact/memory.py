@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -27,7 +28,8 @@ from grm.kv.forward import prefill
 from grm.models import LoadedModel
 from grm.store import Record, Store
 
-SYSTEM_TENANT = "_system"  # holds model-derived records only (the sinks); never user data
+SYSTEM_TENANT = "_system"
+READ_WORKERS = 2  # threads reading + hashing payloads of one prefix  # holds model-derived records only (the sinks); never user data
 log = logging.getLogger("grm.exact")
 
 
@@ -105,9 +107,10 @@ class ExactMemory:
         }
 
     def verified(self, rec: Record, tenant: str, fp: str, parent: str, seat: int, ids: list[int],
-                 text: str = "") -> KV | None:
-        """The record's K/V if every binding checks out, else None (a miss, logged once)."""
-        data = self.store.read_payload(rec)
+                 text: str = "", data: bytes | None = None) -> KV | None:
+        """The record's K/V if every binding checks out, else None (a miss, logged once).
+        `data`: the payload as the store's verified read returned it, if already read."""
+        data = self.store.read_payload(rec) if data is None else data
         if data is None:
             return self._miss(rec, "payload missing or digest mismatch")
         try:
@@ -193,9 +196,18 @@ class ExactMemory:
         sinks = self.sinks()
         parts, recs, seat, misses = [sinks], [], sinks.tokens, 0
         parent = self.sink_fp
-        for block, fp in zip(blocks, fps):
-            rec = self.store.get(self.tenant, "block", fp)
-            kv = self.verified(rec, self.tenant, fp, parent, seat, list(block.ids), block.text) if rec else None
+        rows = [self.store.get(self.tenant, "block", fp) for fp in fps]
+        # Read (and digest-check) the payloads on READ_WORKERS threads: file reads and SHA-256 both
+        # release the GIL, so verification overlaps across blocks; bindings are checked in order.
+        known = [r for r in rows if r is not None]
+        with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
+            payloads = dict(zip((r.key for r in known), pool.map(self.store.read_payload, known)))
+        for block, fp, rec in zip(blocks, fps, rows):
+            kv = None
+            if rec is not None and payloads.get(rec.key) is not None:
+                kv = self.verified(rec, self.tenant, fp, parent, seat, list(block.ids), block.text, payloads[rec.key])
+            elif rec is not None:
+                self._miss(rec, "payload missing or digest mismatch")
             if kv is None:
                 misses += 1
                 break

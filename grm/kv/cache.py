@@ -34,10 +34,14 @@ def kv_from_cache(cache: DynamicCache, start: int = 0, end: int | None = None) -
 
 
 def cache_from_kv(kv: KV) -> DynamicCache:
-    """A fresh cache holding `kv` (copies it: the cache grows by concatenation later)."""
+    """A fresh cache over `kv` without copying it: each layer starts as a view of kv's tensors.
+    Safe because a DynamicLayer never writes in place; it grows by concatenation (a new tensor)."""
     cache = DynamicCache()
     for i in range(kv.keys.shape[0]):
-        cache.update(kv.keys[i][None], kv.values[i][None], i)
+        keys, values = kv.keys[i][None], kv.values[i][None]  # [1, kv_heads, tokens, head_dim]
+        cache.update(keys[:, :, :0], values[:, :, :0], i)  # creates and initializes layer i, empty
+        layer = cache.layers[i]
+        layer.keys, layer.values = keys, values
     return cache
 
 
