@@ -10,10 +10,13 @@ Serialized layout (safetensors; `PAYLOAD_FORMAT_VERSION` in grm.models.identity)
 
 from __future__ import annotations
 
+import json
+import math
+import struct
+import warnings
 from dataclasses import dataclass
 
 import torch
-from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from grm.models.identity import PAYLOAD_FORMAT_VERSION
@@ -51,16 +54,30 @@ class KV:
 
     @staticmethod
     def from_bytes(data: bytes) -> tuple["KV", dict[str, str]]:
-        """Parse verified payload bytes; ValueError if they are not a payload of this format."""
-        import json
-        import struct
-
-        tensors = st_load(data)
-        if set(tensors) != {"keys", "values"}:
-            raise ValueError(f"payload has tensors {sorted(tensors)}")
+        """Parse verified payload bytes without copying the tensors (they are views of `data`);
+        ValueError if the bytes are not a payload of this format. The layout is safetensors
+        (written by safetensors above); reading it is an 8-byte length, a JSON header and raw
+        little-endian fp32, so the views are checked against the header here."""
+        if len(data) < 8:
+            raise ValueError("payload shorter than its header length")
         (header_len,) = struct.unpack_from("<Q", data, 0)
+        if 8 + header_len > len(data):
+            raise ValueError("payload header runs past the end")
         header = json.loads(bytes(data[8 : 8 + header_len]))
-        meta = header.get("__metadata__") or {}
+        meta = header.pop("__metadata__", None) or {}
         if meta.get("grm_format") != str(PAYLOAD_FORMAT_VERSION):
             raise ValueError(f"payload format {meta.get('grm_format')!r} is not {PAYLOAD_FORMAT_VERSION}")
+        if set(header) != {"keys", "values"}:
+            raise ValueError(f"payload has tensors {sorted(header)}")
+        base = 8 + header_len
+        tensors = {}
+        for name, info in header.items():
+            shape, (start, end) = info["shape"], info["data_offsets"]
+            count = math.prod(shape)
+            if info["dtype"] != "F32" or len(shape) != 4 or end - start != 4 * count or base + end > len(data):
+                raise ValueError(f"payload tensor {name} is not a 4-D F32 tensor inside the payload")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a read-only buffer: GRM never writes K/V in place
+                flat = torch.frombuffer(data, dtype=torch.float32, count=count, offset=base + start)
+            tensors[name] = flat.view(shape)
         return KV(tensors["keys"], tensors["values"]), meta
