@@ -8,13 +8,14 @@ Values carry no position. Angles are computed in float64 (p * inv_freq reaches ~
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from grm.dialects import Dialect
 from grm.dialects.rotary import rotate_half
 from grm.errors import DialectError
 from grm.kv import KV, kv_from_cache, new_cache
-from grm.kv.forward import prefill
 
 
 def rotate_per_token(keys: torch.Tensor, inv_freq: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -45,26 +46,68 @@ def position_free(kv: KV, dialect: Dialect, positions: torch.Tensor) -> KV:
     return KV(keys, kv.values)
 
 
+@dataclass(frozen=True)
+class Harvest:
+    kv: KV  # position-free K/V [layers, kv_heads, tokens, head_dim]
+    # [layers, kv_heads, head_dim] mean squared query per channel over the kv head's query heads,
+    # averaged over each rotary pair (c, c + head_dim/2): invariant to the rotation, so it is the
+    # query energy any relative seat sees. What grm/archive/metric.py weighs key errors by.
+    query_energy: torch.Tensor
+
+
+def _query_module(layer: torch.nn.Module) -> torch.nn.Module:
+    attn = layer.self_attn
+    return getattr(attn, "q_norm", None) or attn.q_proj  # the last step before rotary
+
+
 def harvest(
     model: torch.nn.Module, dialect: Dialect, windows: list[list[int]], skip: int = 0,
     dtype: torch.dtype = torch.float16,
-) -> KV:
-    """Position-free K/V of every window read alone from seat 0 (exact forward), concatenated.
+) -> Harvest:
+    """Position-free K/V (and query energy) of every window read alone from seat 0 (exact forward).
 
-    The first `skip` tokens of each window (the sinks, never archived) are left out. Stored in
-    `dtype` (float16 by default) to keep training sets small; k-means works in float32.
-    Returns KV [layers, kv_heads, sum(len(w) - skip), head_dim].
+    The first `skip` tokens of each window (the sinks, never archived) are left out of both. K/V
+    are stored in `dtype` (float16 by default) to keep training sets small; k-means works in
+    float32. K/V: [layers, kv_heads, sum(len(w) - skip), head_dim].
     """
+    heads, dim = dialect.q_heads, dialect.head_dim
+    energy = torch.zeros(dialect.n_layers, heads, dim, dtype=torch.float64)
+    counted = [0]
+
+    def hook(index: int):
+        def fn(_module, _inputs, output):
+            q = output.detach().reshape(-1, heads, dim)[skip:]  # [tokens, q_heads, head_dim]
+            energy[index] += q.double().pow(2).sum(0)
+        return fn
+
+    layers = model.model.layers
+    handles = [_query_module(layers[i]).register_forward_hook(hook(i)) for i in range(dialect.n_layers)]
     parts_k, parts_v = [], []
-    for ids in windows:
-        if len(ids) <= skip:
-            continue
-        cache = new_cache()
-        prefill(model, cache, ids, 0)
-        kv = position_free(kv_from_cache(cache), dialect, torch.arange(len(ids)))
-        parts_k.append(kv.keys[:, :, skip:].to(dtype))
-        parts_v.append(kv.values[:, :, skip:].to(dtype))
-        del cache, kv
+    try:
+        for ids in windows:
+            if len(ids) <= skip:
+                continue
+            cache = new_cache()
+            _read_window(model, cache, ids)
+            counted[0] += len(ids) - skip
+            kv = position_free(kv_from_cache(cache), dialect, torch.arange(len(ids)))
+            parts_k.append(kv.keys[:, :, skip:].to(dtype))
+            parts_v.append(kv.values[:, :, skip:].to(dtype))
+            del cache, kv
+    finally:
+        for h in handles:
+            h.remove()
     if not parts_k:
         raise ValueError("harvest needs at least one window longer than `skip`")
-    return KV(torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2))
+    group = heads // dialect.kv_heads
+    e = (energy / counted[0]).reshape(dialect.n_layers, dialect.kv_heads, group, dim).mean(2)
+    half = dim // 2
+    pair = (e[..., :half] + e[..., half:]) / 2
+    return Harvest(KV(torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)),
+                   torch.cat((pair, pair), dim=-1).to(torch.float32))
+
+
+def _read_window(model: torch.nn.Module, cache: object, ids: list[int]) -> None:
+    """Read a window in one forward pass at seats 0.. (the query hook sees each token once, in order)."""
+    model(input_ids=torch.tensor([ids]), position_ids=torch.arange(len(ids))[None], cache=cache, use_cache=True,
+          logits_to_keep=1)

@@ -1,13 +1,15 @@
-"""Seeded k-means (k-means++ seeding, then Lloyd iterations) on CPU tensors.
+"""Seeded, batched k-means (k-means++ seeding on a sample, then Lloyd iterations) on CPU tensors.
 
-Used to train the archive's codebooks (grm/archive/rvq.py): one run per (layer, kv-head, K/V,
-stage) on a few thousand 64-dimensional vectors. Everything is a pure function of the data, the
-configuration and the seed: the same inputs give the same centroids in any process.
+Used to train the archive's codebooks (grm/archive/rvq.py): one problem per (layer, kv-head) for
+a given side and stage, all solved together as a batch [problems, points, dims] so that a few
+large tensor operations replace many small ones (small ops are what a busy 2-core machine makes
+slow). Everything is a pure function of the data, the configuration and the seed.
 
-- Seeding: k-means++ (Arthur & Vassilvitskii, 2007): the first centre uniformly, each next one
-  with probability proportional to the squared distance to the nearest centre chosen so far.
+- Seeding: k-means++ (Arthur & Vassilvitskii, 2007) on a random sample of `init_sample` points
+  per problem: the first centre uniformly, each next one with probability proportional to the
+  squared distance to the nearest centre chosen so far.
 - Lloyd: assign every point to its nearest centre, move every centre to the mean of its points;
-  stop after `iters` rounds or when no assignment changes.
+  stop after `iters` rounds or when no assignment changes in any problem.
 - Empty clusters are refilled with the points farthest from their centres (deterministic), so a
   codebook never carries dead entries.
 """
@@ -18,14 +20,15 @@ from dataclasses import dataclass
 
 import torch
 
-_ASSIGN_CHUNK = 8192  # points per distance block: bounds the [chunk, k] scratch matrix
+_CHUNK = 2048  # points per distance block: bounds the [problems, chunk, k] scratch tensor
 
 
 @dataclass(frozen=True)
 class KMeansConfig:
     k: int = 256  # number of centres
     iters: int = 20  # Lloyd rounds at most (0 = k-means++ seeding only)
-    seed: int = 0  # seeds the k-means++ draws
+    seed: int = 0  # seeds sampling and the k-means++ draws
+    init_sample: int = 4096  # points per problem that k-means++ seeds from
 
     def __post_init__(self) -> None:
         if not isinstance(self.k, int) or self.k < 1:
@@ -34,67 +37,86 @@ class KMeansConfig:
             raise ValueError(f"iters must be a non-negative integer, got {self.iters!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.init_sample, int) or self.init_sample < self.k:
+            raise ValueError(f"init_sample must be an integer >= k, got {self.init_sample!r}")
 
 
 def nearest(x: torch.Tensor, centres: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Index of the nearest centre of every point and its squared distance.
+    """Nearest centre of every point and its squared distance, per problem.
 
-    x [n, d], centres [k, d] (float32) -> (index [n] int64, squared distance [n] float32).
+    x [b, n, d], centres [b, k, d] (float32) -> (index [b, n] int64, squared distance [b, n]).
     Distances use ||x||^2 - 2 x.c + ||c||^2; ties go to the lower index (torch.min's rule).
+    A 2-D x [n, d] with centres [k, d] is one problem and returns [n]-shaped results.
     """
-    c_sq = (centres * centres).sum(-1)  # [k]
-    idx = torch.empty(x.shape[0], dtype=torch.int64)
-    dist = torch.empty(x.shape[0], dtype=torch.float32)
-    for a in range(0, x.shape[0], _ASSIGN_CHUNK):
-        xs = x[a : a + _ASSIGN_CHUNK]
-        d = c_sq[None, :] - 2.0 * (xs @ centres.T)  # [chunk, k], without the constant ||x||^2
-        best, arg = d.min(dim=1)
-        idx[a : a + xs.shape[0]] = arg
-        dist[a : a + xs.shape[0]] = (best + (xs * xs).sum(-1)).clamp_min(0.0)
+    if x.dim() == 2:
+        idx, dist = nearest(x[None], centres[None])
+        return idx[0], dist[0]
+    c_sq = (centres * centres).sum(-1)[:, None, :]  # [b, 1, k]
+    b, n, _ = x.shape
+    idx = torch.empty(b, n, dtype=torch.int64)
+    dist = torch.empty(b, n, dtype=torch.float32)
+    for a in range(0, n, _CHUNK):
+        xs = x[:, a : a + _CHUNK]
+        d = torch.baddbmm(c_sq, xs, centres.transpose(1, 2), alpha=-2.0)  # [b, chunk, k] without ||x||^2
+        best, arg = d.min(dim=2)
+        idx[:, a : a + xs.shape[1]] = arg
+        dist[:, a : a + xs.shape[1]] = (best + (xs * xs).sum(-1)).clamp_min(0.0)
     return idx, dist
 
 
 def kmeans_pp(x: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
-    """k-means++ seeding: k centres drawn from the rows of x [n, d]. Returns [k, d]."""
-    n = x.shape[0]
-    first = int(torch.randint(n, (1,), generator=generator))
-    centres = [x[first]]
-    closest = ((x - x[first]) ** 2).sum(-1)  # [n] squared distance to the nearest centre so far
+    """k-means++ seeding, per problem: x [b, n, d] -> centres [b, k, d] drawn from the rows."""
+    b, n, _ = x.shape
+    rows = torch.arange(b)
+    x_sq = (x * x).sum(-1)  # [b, n]
+    pick = torch.randint(n, (b,), generator=generator)
+    centres = [x[rows, pick]]  # each [b, d]
+    closest = (x_sq - 2.0 * torch.bmm(x, centres[0][:, :, None])[..., 0] + x_sq[rows, pick][:, None]).clamp_min(0.0)
     for _ in range(1, k):
-        total = float(closest.sum())
-        if total <= 0.0:  # every point coincides with a centre: draw uniformly
-            pick = int(torch.randint(n, (1,), generator=generator))
-        else:
-            pick = int(torch.multinomial(closest.double() / total, 1, generator=generator))
-        centres.append(x[pick])
-        closest = torch.minimum(closest, ((x - x[pick]) ** 2).sum(-1))
-    return torch.stack(centres)
+        weights = closest.double()
+        dead = weights.sum(1) <= 0.0  # every point already a centre: draw uniformly
+        weights[dead] = 1.0
+        pick = torch.multinomial(weights, 1, generator=generator)[:, 0]
+        c = x[rows, pick]
+        centres.append(c)
+        dist = (x_sq - 2.0 * torch.bmm(x, c[:, :, None])[..., 0] + x_sq[rows, pick][:, None]).clamp_min(0.0)
+        closest = torch.minimum(closest, dist)
+    return torch.stack(centres, dim=1)
 
 
 def kmeans(x: torch.Tensor, config: KMeansConfig) -> torch.Tensor:
-    """Centres [k, d] (float32) of the points x [n, d]; needs n >= k."""
-    if x.dim() != 2:
-        raise ValueError(f"k-means wants points [n, d], got shape {tuple(x.shape)}")
-    n = x.shape[0]
+    """Centres (float32) of the points x: [n, d] -> [k, d], or batched [b, n, d] -> [b, k, d]; needs n >= k."""
+    if x.dim() == 2:
+        return kmeans(x[None], config)[0]
+    if x.dim() != 3:
+        raise ValueError(f"k-means wants points [n, d] or [b, n, d], got shape {tuple(x.shape)}")
+    b, n, _ = x.shape
     if n < config.k:
         raise ValueError(f"k-means with k={config.k} needs at least {config.k} points, got {n}")
     x = x.to(torch.float32).contiguous()
     gen = torch.Generator().manual_seed(config.seed)
-    centres = kmeans_pp(x, config.k, gen)
+    if n > config.init_sample:
+        sample = torch.stack([torch.randperm(n, generator=gen)[: config.init_sample] for _ in range(b)])
+        seed_pts = torch.gather(x, 1, sample[..., None].expand(-1, -1, x.shape[2]))
+    else:
+        seed_pts = x
+    centres = kmeans_pp(seed_pts, config.k, gen)
     assign: torch.Tensor | None = None
+    flat_x = x.reshape(b * n, -1)
+    offsets = (torch.arange(b) * config.k)[:, None]  # [b, 1]
     for _ in range(config.iters):
         idx, dist = nearest(x, centres)
         if assign is not None and torch.equal(idx, assign):
             break
         assign = idx
-        sums = torch.zeros_like(centres).index_add_(0, idx, x)
-        counts = torch.bincount(idx, minlength=config.k)
+        flat = (idx + offsets).reshape(-1)
+        sums = torch.zeros(b * config.k, x.shape[2]).index_add_(0, flat, flat_x).reshape(b, config.k, -1)
+        counts = torch.bincount(flat, minlength=b * config.k).reshape(b, config.k)
         filled = counts > 0
-        centres = centres.clone()
-        centres[filled] = sums[filled] / counts[filled, None].to(torch.float32)
-        empty = torch.nonzero(~filled).flatten()
-        if empty.numel():
+        centres = torch.where(filled[..., None], sums / counts.clamp_min(1)[..., None].to(torch.float32), centres)
+        for p in torch.nonzero(~filled.all(dim=1)).flatten().tolist():
             # Refill dead centres with the worst-served points (largest distance, ties by index).
-            far = torch.argsort(dist, descending=True, stable=True)[: empty.numel()]
-            centres[empty] = x[far]
+            empty = torch.nonzero(~filled[p]).flatten()
+            far = torch.argsort(dist[p], descending=True, stable=True)[: empty.numel()]
+            centres[p, empty] = x[p, far]
     return centres
