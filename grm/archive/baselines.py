@@ -43,8 +43,8 @@ def _fake_quant_runs(x: torch.Tensor, levels: int) -> torch.Tensor:
     """Quantize-dequantize x [..., runs, run_len] with one (scale, zero) per run (the last axis)."""
     lo = x.amin(dim=-1, keepdim=True)
     hi = x.amax(dim=-1, keepdim=True)
-    zero = lo.to(torch.float16).to(torch.float32)
-    scale = ((hi - lo) / levels).to(torch.float16).to(torch.float32)
+    zero = lo.to(torch.float16).to(x.dtype)
+    scale = ((hi - lo) / levels).to(torch.float16).to(x.dtype)
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
     q = torch.clamp(torch.round((x - zero) / safe), 0, levels)
     return torch.where(scale > 0, q * scale + zero, zero)
@@ -56,7 +56,8 @@ def fake_quant(x: torch.Tensor, dim: int, group: int, bits: int) -> torch.Tensor
     x (float, any shape); the last run along `dim` may be shorter. Returns x's shape and dtype.
     """
     levels = 2**bits - 1
-    moved = x.to(torch.float32).movedim(dim, -1)  # [..., n]
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 evaluations stay float64
+    moved = x.to(work).movedim(dim, -1)  # [..., n]
     n = moved.shape[-1]
     full = n - n % group
     parts = []

@@ -57,7 +57,8 @@ class Harvest:
 
 def _query_module(layer: torch.nn.Module) -> torch.nn.Module:
     attn = layer.self_attn
-    return getattr(attn, "q_norm", None) or attn.q_proj  # the last step before rotary
+    norm = getattr(attn, "q_norm", None)  # gemma3 / qwen3 normalize queries after the projection
+    return attn.q_proj if norm is None else norm  # the last step before rotary
 
 
 def harvest(
@@ -72,7 +73,7 @@ def harvest(
     """
     heads, dim = dialect.q_heads, dialect.head_dim
     energy = torch.zeros(dialect.n_layers, heads, dim, dtype=torch.float64)
-    counted = [0]
+    counted = 0
 
     def hook(index: int):
         def fn(_module, _inputs, output):
@@ -89,7 +90,7 @@ def harvest(
                 continue
             cache = new_cache()
             _read_window(model, cache, ids)
-            counted[0] += len(ids) - skip
+            counted += len(ids) - skip
             kv = position_free(kv_from_cache(cache), dialect, torch.arange(len(ids)))
             parts_k.append(kv.keys[:, :, skip:].to(dtype))
             parts_v.append(kv.values[:, :, skip:].to(dtype))
@@ -100,7 +101,7 @@ def harvest(
     if not parts_k:
         raise ValueError("harvest needs at least one window longer than `skip`")
     group = heads // dialect.kv_heads
-    e = (energy / counted[0]).reshape(dialect.n_layers, dialect.kv_heads, group, dim).mean(2)
+    e = (energy / counted).reshape(dialect.n_layers, dialect.kv_heads, group, dim).mean(2)
     half = dim // 2
     pair = (e[..., :half] + e[..., half:]) / 2
     return Harvest(KV(torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)),

@@ -125,7 +125,8 @@ def mixed_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     cap = getattr(module.config, "attn_logit_softcapping", None)
     if cap:  # soft-capped logits: no fused kernel takes them, so the plain way
         scores = torch.tanh((q @ k[:, None].transpose(-1, -2)) * scaling / cap) * cap  # [kv_heads, groups, T, T|2T]
-        probs = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1, dtype=torch.float32).to(q.dtype)
+        work = torch.float64 if q.dtype == torch.float64 else torch.float32
+        probs = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1, dtype=work).to(q.dtype)
         out = probs @ v[:, None]  # [kv_heads, groups, T, d]
     else:  # the fused kernel with a boolean mask: same softmax, no [T, 2T] matrices kept
         out = F.scaled_dot_product_attention(q.reshape(1, q_heads, length, dim), k[None], v[None],
@@ -155,5 +156,6 @@ def window_nll(model: torch.nn.Module, ids: list[int], spec: MixedSpec) -> torch
     with use_mixed_attention(model), torch.no_grad():
         out = model(input_ids=input_ids, position_ids=torch.arange(len(ids))[None], use_cache=False,
                     logits_to_keep=0, **{SPEC_KWARG: spec})
-    logits = out.logits[0, :-1].float()  # [T-1, vocab]
+    logits = out.logits[0, :-1]  # [T-1, vocab]
+    logits = logits.double() if logits.dtype == torch.float64 else logits.float()
     return F.cross_entropy(logits, input_ids[0, 1:], reduction="none").double()

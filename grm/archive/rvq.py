@@ -114,8 +114,8 @@ def _seed(base: int, side: int, stage: int) -> int:
 
 
 def encode_residual(books: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """Greedy RVQ: books [heads, stages, k, d] (float32), x [heads, tokens, d] -> idx [heads, stages, tokens]."""
-    resid = x.to(torch.float32).clone()
+    """Greedy RVQ: books [heads, stages, k, d], x [heads, tokens, d] -> idx [heads, stages, tokens], in books' dtype."""
+    resid = x.to(books.dtype).clone()
     out = torch.empty(books.shape[0], books.shape[1], x.shape[1], dtype=torch.int64)
     for s in range(books.shape[1]):
         c = books[:, s]  # [heads, k, d]
@@ -129,7 +129,7 @@ def encode_residual(books: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def decode_residual(books: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """Sum of the chosen centroids: books [heads, stages, k, d], idx [heads, stages, tokens] -> [heads, tokens, d]."""
     heads, stages, _, d = books.shape
-    out = torch.zeros(heads, idx.shape[-1], d, dtype=torch.float32)
+    out = torch.zeros(heads, idx.shape[-1], d, dtype=books.dtype)
     for s in range(stages):
         out += torch.gather(books[:, s], 1, idx[:, s, :, None].expand(-1, -1, d))
     return out
@@ -189,23 +189,32 @@ class RVQCodebooks:
         """Bytes of the codebook tensors as stored (what an archive amortizes)."""
         return int(self.keys.numel() * self.keys.element_size() + self.values.numel() * self.values.element_size())
 
-    def books(self, side: str, layer: int, stages: int) -> torch.Tensor:
-        """float32 codebooks of one layer and side ("K" or "V"), first `stages` stages: [heads, stages, k, d]."""
+    def books(self, side: str, layer: int, stages: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Codebooks of one layer and side ("K" or "V"), first `stages` stages: [heads, stages, k, d].
+
+        float32 by default; float64 (exact copies of the stored numbers) for float64 evaluations.
+        """
         full = self._k32 if side == "K" else self._v32  # type: ignore[attr-defined]
         if not 0 <= stages <= full.shape[2]:
             raise ValueError(f"{side} has {full.shape[2]} trained stages, asked for {stages}")
-        return full[layer, :, :stages]
+        return full[layer, :, :stages].to(dtype)
 
     def weights(self, side: str, layer: int) -> torch.Tensor:
         """Distortion weights of one layer and side: [heads, d]."""
         return (self.key_weights if side == "K" else self.value_weights)[layer]  # type: ignore[index]
 
     def encode_side(self, side: str, layer: int, stages: int, x: torch.Tensor) -> torch.Tensor:
-        """Indices [heads, stages, tokens] of x [heads, tokens, d] under the weighted distortion."""
+        """Indices [heads, stages, tokens] of x [heads, tokens, d] under the weighted distortion.
+
+        Distances are computed in float32, or in float64 when x is float64.
+        """
+        w = self.weights(side, layer)[:, None, :]  # [heads, 1, d]
+        if x.dtype == torch.float64:
+            books = self.books(side, layer, stages, torch.float64) * w.double()[:, None]
+            return encode_residual(books, x * w.double())
         full = self._kw32 if side == "K" else self._vw32  # type: ignore[attr-defined]
         if not 0 <= stages <= full.shape[2]:
             raise ValueError(f"{side} has {full.shape[2]} trained stages, asked for {stages}")
-        w = self.weights(side, layer)[:, None, :]  # [heads, 1, d]
         return encode_residual(full[layer, :, :stages], x.to(torch.float32) * w)
 
     def encode(self, kv: KV, key_stages: int | None = None, value_stages: int | None = None) -> RVQCodes:
@@ -326,7 +335,8 @@ class RVQQuantizer:
         if stages == 0:
             return x
         idx = self.codebooks.encode_side(side, layer, stages, x)
-        return decode_residual(self.codebooks.books(side, layer, stages), idx).to(x.dtype)
+        work = torch.float64 if x.dtype == torch.float64 else torch.float32
+        return decode_residual(self.codebooks.books(side, layer, stages, work), idx).to(x.dtype)
 
     def roundtrip(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._side("K", layer, self.key_stages, keys), self._side("V", layer, self.value_stages, values)

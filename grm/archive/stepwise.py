@@ -23,7 +23,6 @@ import torch.nn.functional as F
 
 from grm.archive.mixed_attention import ARCHIVE, EVICT, MixedSpec, archived_kv
 from grm.kv import new_cache
-from grm.kv.forward import step
 
 
 def stepwise_nll(model: torch.nn.Module, ids: list[int], spec: MixedSpec) -> torch.Tensor:
@@ -52,7 +51,9 @@ def stepwise_nll(model: torch.nn.Module, ids: list[int], spec: MixedSpec) -> tor
                 for layer, (ka, va) in zip(cache.layers, ready[b]):
                     layer.keys[0, :, j] = ka[:, j - b]
                     layer.values[0, :, j] = va[:, j - b]
-            logits = step(model, cache, token, t)
+            out = model(input_ids=torch.tensor([[token]]), position_ids=torch.tensor([[t]]), cache=cache,
+                        use_cache=True, logits_to_keep=1)
             if t + 1 < n:
+                logits = out.logits[0, -1].to(torch.promote_types(out.logits.dtype, torch.float32))  # float64 stays
                 nll.append(F.cross_entropy(logits[None], torch.tensor([ids[t + 1]])).double())
     return torch.stack(nll)

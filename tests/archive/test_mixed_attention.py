@@ -93,6 +93,22 @@ def test_one_pass_equals_token_by_token_archiving(sharp, rvq, which):
     assert (mixed - exact).abs().max() > 1e-2  # archiving really changed something
 
 
+@pytest.mark.parametrize("which", ["int2", "rvq"])
+def test_in_float64_the_two_agree_to_rounding(sharp, rvq, which):
+    """In float32, rounding noise can flip a near-tied argmin (RVQ) or rounding step (KIVI) in one
+    path and not the other, and the flip propagates; in float64 nothing is near enough to flip."""
+    import copy
+
+    model, dialect, ids = sharp
+    model64 = copy.deepcopy(model).double()
+    quantizer = {"int2": KiviQuantizer(KiviConfig(2, 32)), "rvq": RVQQuantizer(rvq, 2, 1)}[which]
+    spec = MixedSpec(ARCHIVE, dialect, WINDOW, quantizer)
+    mixed = window_nll(model64, ids, spec)
+    reference = stepwise_nll(model64, ids, spec)
+    assert mixed.dtype == torch.float64
+    assert (mixed - reference).abs().max() < 1e-9
+
+
 def test_the_equivalence_check_detects_an_off_by_one_window(sharp):
     model, dialect, ids = sharp
     quantizer = KiviQuantizer(KiviConfig(2, 32))
