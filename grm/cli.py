@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run bench/NAME.py; it writes bench/results/NAME.json and .md.")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--quick", action="store_true", help="a smaller run (for smoke tests)")
+
+    from grm.archive.cli import add_parser as add_archive_parser
+
+    add_archive_parser(sub, common)
     return parser
 
 
@@ -185,6 +189,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(module["main"](args) or 0)
 
 
+def cmd_archive(args: argparse.Namespace) -> int:
+    from grm.archive.cli import run
+
+    return run(args, _open_runtime, _open_store, _print)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from grm.demo.run import run_demo
 
@@ -192,7 +202,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "stats": cmd_stats, "fsck": cmd_fsck, "bench": cmd_bench,
-            "demo": cmd_demo}
+            "demo": cmd_demo, "archive": cmd_archive}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,143 @@
+"""`grm archive stats|train|demote`: the archive tier's subcommands (grm/cli.py dispatches here).
+
+stats   what the tier holds, from the catalog only (no model is loaded)
+train   train codebooks for the current model on PATH... (or the tenant's stored documents) and
+        save them in the store
+demote  archive stored blocks (KEY... or --all) with the newest codebooks of the current model
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from grm.errors import UserInputError
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("archive", help="archive tier: stats, train codebooks, demote blocks",
+                       description="The archive tier: cold K/V as RVQ index streams with an exact window "
+                       "(mounting from it is lossy, never an exact hit).")
+    asub = p.add_subparsers(dest="archive_command", metavar="ACTION")
+    asub.required = True
+    asub.add_parser("stats", parents=[common], help="archived records, tokens, bytes, ratios, codebooks",
+                    description="What the archive tier holds (catalog only). Ratios are against fp16 K/V of "
+                    "the same tokens; all-in adds the codebooks the records use, once.")
+    t = asub.add_parser("train", parents=[common], help="train codebooks for the model and store them",
+                        description="Train per-head RVQ codebooks on PATH... (files or folders), or on the "
+                        "tenant's stored documents, for the current model; save them in the store.")
+    t.add_argument("paths", nargs="*", metavar="PATH")
+    t.add_argument("--k", type=int, default=None, help="centroids per stage (default 256, smaller for short text)")
+    t.add_argument("--key-stages", type=int, default=4, help="stages for keys (default 4)")
+    t.add_argument("--value-stages", type=int, default=3, help="stages for values (default 3)")
+    t.add_argument("--iters", type=int, default=15, help="Lloyd rounds per k-means (default 15)")
+    t.add_argument("--max-train", type=int, default=20000, help="vectors per codebook (default 20000)")
+    t.add_argument("--seed", type=int, default=0)
+    d = asub.add_parser("demote", parents=[common], help="archive stored blocks (KEY... or --all)",
+                        description="Archive stored blocks of the tenant with the newest codebooks of the current "
+                        "model (or --codebook VERSION). The last --recent tokens of each block stay exact. "
+                        "KEY may be a unique prefix.")
+    d.add_argument("keys", nargs="*", metavar="KEY")
+    d.add_argument("--all", action="store_true", help="every stored block of the tenant (of this model)")
+    d.add_argument("--keep-newest", type=int, default=0, metavar="N", help="with --all: leave the N newest blocks")
+    d.add_argument("--drop-exact", action="store_true",
+                   help="delete each block's exact K/V row once its archive record commits (the text stays)")
+    d.add_argument("--recent", type=int, default=32, help="tokens at the end of each block kept exact (default 32)")
+    d.add_argument("--key-stages", type=int, default=None, help="key stages to use (default: all trained)")
+    d.add_argument("--value-stages", type=int, default=None, help="value stages to use (default: all trained)")
+    d.add_argument("--codebook", metavar="VERSION", help="codebook version (default: the newest of this model)")
+    d.add_argument("--codec", default="chaos", choices=["chaos", "bitpack"], help="index stream codec")
+
+
+def run(args: argparse.Namespace, open_runtime: Callable, open_store: Callable,
+        emit: Callable[[dict, bool], None]) -> int:
+    """Run `grm archive ACTION`; grm/cli.py passes its runtime/store openers and printer."""
+    if args.archive_command == "stats":
+        from grm.archive.tier import tier_stats
+
+        with open_store(args) as store:
+            emit(tier_stats(store, args.tenant), args.json)
+        return 0
+    if args.archive_command == "train":
+        return _train(args, open_runtime, emit)
+    return _demote(args, open_runtime, emit)
+
+
+def _train(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dict, bool], None]) -> int:
+    from tqdm import tqdm
+
+    from grm.archive.codebook_store import save_codebooks
+    from grm.archive.train import TrainConfig, train_codebooks
+    from grm.runtime.files import collect
+
+    cfg = TrainConfig(k=args.k, key_stages=args.key_stages, value_stages=args.value_stages, iters=args.iters,
+                      max_train=args.max_train, seed=args.seed)
+    with open_runtime(args) as rt:
+        if args.paths:
+            text = "\n\n".join(d.text for d in collect(args.paths))
+        else:
+            text = rt.stored_text()
+        if not text.strip():
+            raise UserInputError("no text to train on: give PATH... or ingest documents into this tenant first")
+        show = not args.json or sys.stderr.isatty()
+        with tqdm(desc="harvest", unit="window", disable=not show, leave=False) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            books = train_codebooks(rt.lm, rt.dialect, text, cfg, progress)
+        rec = save_codebooks(rt.store, books)
+        out = {"model": rt.lm.name, "identity": books.identity, "version": books.version, "k": books.config.k,
+               "key_stages": books.config.key_stages, "value_stages": books.config.value_stages,
+               "train_tokens": int(books.train.get("tokens", 0)), "codebook_bytes": rec.payload_size}
+    emit(out, args.json)
+    return 0
+
+
+def _resolve(store, tenant: str, keys: list[str]) -> list[str]:
+    """Full keys of stored blocks named by KEY or a unique prefix of one."""
+    active = [r.key for r in store.records(tenant, "block") if r.state == "active"]
+    out = []
+    for key in keys:
+        hits = [k for k in active if k.startswith(key)] if key else []
+        if key in active:
+            hits = [key]
+        if not hits:
+            raise UserInputError(f"no stored block {key!r} in tenant {tenant!r}")
+        if len(hits) > 1:
+            raise UserInputError(f"block key prefix {key!r} is ambiguous ({len(hits)} blocks)")
+        out.append(hits[0])
+    return out
+
+
+def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dict, bool], None]) -> int:
+    from grm.archive.codebook_store import codebook_versions
+    from grm.archive.tier import ArchiveConfig, ArchiveTier
+
+    if args.all == bool(args.keys):
+        raise UserInputError("give KEY... or --all (not both)")
+    if args.keep_newest < 0 or (args.keep_newest and not args.all):
+        raise UserInputError("--keep-newest N needs --all and N >= 0")
+    cfg = ArchiveConfig(recent=args.recent, key_stages=args.key_stages, value_stages=args.value_stages,
+                        codec=args.codec, drop_exact=args.drop_exact)
+    with open_runtime(args) as rt:
+        identity = rt.lm.identity
+        versions = codebook_versions(rt.store, identity)
+        if not versions:
+            raise UserInputError(f"no codebooks for model {rt.lm.name} in this store: run `grm archive train` first")
+        version = args.codebook or versions[-1]
+        if version not in versions:
+            raise UserInputError(f"no codebooks {version!r} for model {rt.lm.name} (stored: {', '.join(versions)})")
+        tier = ArchiveTier(rt.store, rt.dialect, identity)
+        books = tier.codebooks(version)
+        if books is None:
+            raise UserInputError(f"codebooks {version} of model {rt.lm.name} are damaged: train them again")
+        keys = None if args.all else _resolve(rt.store, rt.config.tenant, args.keys)
+        report = tier.demote(rt.config.tenant, books, keys=keys, keep_newest=args.keep_newest, config=cfg)
+    out = {"codebook": version, **report.to_json()}
+    if not args.json:
+        out.pop("keys")
+        out.pop("skipped_keys")
+    emit(out, args.json)
+    return 0

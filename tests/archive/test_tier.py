@@ -1,0 +1,264 @@
+"""The archive tier on tiny-random-llama: demote stored blocks, mount them back (lossy), fail closed.
+
+Expectations:
+1. A demoted block loads back with the block's shape and dtype, close to the exact K/V but not
+   equal; its last `recent` tokens (the exact window) come back bit-identical.
+2. A mount from the archive is flagged lossy and counted as an archive hit, never an exact hit.
+3. Mounting at another seat equals re-seating the mount at its own seat (rotary algebra).
+4. Damaged or misbound archive records and another model's codebooks are misses (None) or
+   refused (UserInputError at demotion), never served.
+5. --drop-exact removes the exact row in the same commit; the text and the document stay.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from grm.archive.archived import ArchivedSpan
+from grm.archive.codebook_store import TENANT as SYSTEM, codebook_key, save_codebooks
+from grm.archive.rvq import RVQCodebooks, RVQCodes
+from grm.archive.tier import KIND, ArchiveConfig, ArchiveTier, load_archived, tier_stats
+from grm.archive.train import TrainConfig, auto_k, train_codebooks
+from grm.cli import main
+from grm.errors import UserInputError
+from grm.kv import KV, reseat_kv
+from tests.conftest import lorem
+
+TENANT = "default"
+OTHER = "ff" * 32
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """A tiny-llama runtime with one document ingested as sections and k=32 codebooks stored."""
+    from grm.runtime import Runtime
+
+    root = tmp_path_factory.mktemp("tier")
+    doc = root / "doc.txt"
+    doc.write_text(lorem(7, seed=1))
+    rt = Runtime.open(store=root / "store", model="tiny-random-llama", tenant=TENANT, threads=2,
+                      section_tokens=128)
+    rt.ingest([doc], layout="sections", progress=False)
+    books = train_codebooks(rt.lm, rt.dialect, lorem(20, seed=7), TrainConfig(k=32, iters=5))
+    save_codebooks(rt.store, books)
+    yield rt, books
+    rt.close()
+
+
+def _blocks(rt) -> list:
+    return sorted(rt.store.records(TENANT, "block"), key=lambda r: r.lsn)
+
+
+def _exact(rt, key: str) -> KV:
+    return KV.from_bytes(rt.store.read_payload(rt.store.get(TENANT, "block", key)))[0]
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def test_demoted_block_loads_back_close_not_equal_with_an_exact_window(env):
+    rt, books = env
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    rec = _blocks(rt)[0]
+    out = tier.archive(rec, books)
+    assert not isinstance(out, str), out
+    exact = _exact(rt, rec.key)
+    mount = tier.load(TENANT, rec.key)
+    assert mount is not None and mount.seat == int(rec.meta["seat"])
+    assert mount.kv.keys.shape == exact.keys.shape and mount.kv.keys.dtype == exact.keys.dtype
+    for got, want in ((mount.kv.keys, exact.keys), (mount.kv.values, exact.values)):
+        assert 0.0 < _rel(got[:, :, :-32], want[:, :, :-32]) < 0.5  # close, not equal
+        assert torch.equal(got[:, :, -32:], want[:, :, -32:])  # the exact window is exact
+    assert mount.exact_tokens == 32 and out.meta["quantized"] == exact.tokens - 32
+    # Fewer stages is coarser: the archive really is the codebooks' reconstruction.
+    coarse = tier.archive(_blocks(rt)[1], books, ArchiveConfig(key_stages=1, value_stages=1))
+    fine = tier.archive(_blocks(rt)[2], books)
+    assert not isinstance(coarse, str) and not isinstance(fine, str)
+    err = {r.key: _rel(tier.load(TENANT, r.key).kv.values, _exact(rt, r.key).values) for r in (coarse, fine)}
+    assert err[coarse.key] > err[fine.key]
+
+
+def test_archived_mount_is_reported_lossy_never_an_exact_hit(env):
+    rt, books = env
+    rec = _blocks(rt)[0]
+    ArchiveTier(rt.store, rt.dialect, rt.lm.identity).archive(rec, books)
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    before = dict(rt.exact.counters)
+    mount = tier.load(TENANT, rec.key)
+    assert mount.lossy is True
+    assert tier.counters["archive_hits"] == 1 and tier.counters["archive_misses"] == 0
+    assert rt.exact.counters == before  # no exact hit was counted
+    one_shot = load_archived(rt.store, TENANT, rec.key, rt.dialect, rt.lm.identity)
+    assert one_shot.lossy and torch.equal(one_shot.kv.keys, mount.kv.keys)
+
+
+def test_mounting_at_another_seat_equals_reseating_the_mount(env):
+    rt, books = env
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    rec = _blocks(rt)[0]
+    tier.archive(rec, books)
+    home = tier.load(TENANT, rec.key)
+    moved = tier.load(TENANT, rec.key, at_seat=home.seat + 300)
+    assert moved.seat == home.seat + 300
+    want = reseat_kv(home.kv, rt.dialect, 300)
+    torch.testing.assert_close(moved.kv.keys, want.keys, rtol=0, atol=1e-5)
+    assert torch.equal(moved.kv.values, home.kv.values)
+    assert torch.equal(moved.kv.keys[:, :, -32:], want.keys[:, :, -32:])  # the tail: one rotation by the delta
+
+
+def test_tampered_archive_record_is_a_miss(env):
+    rt, books = env
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    rec = _blocks(rt)[3]
+    arc = tier.archive(rec, books)
+    path = rt.store.payload_path(arc)
+    good = path.read_bytes()
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0x40
+    try:
+        path.write_bytes(bytes(bad))
+        assert tier.load(TENANT, rec.key) is None
+        assert tier.counters["archive_misses"] == 1 and tier.counters["archive_hits"] == 0
+    finally:
+        path.write_bytes(good)
+    assert tier.load(TENANT, rec.key) is not None
+    # Intact bytes bound to another key (the digest passes, the binding does not): a miss.
+    other = _blocks(rt)[4]
+    rt.store.put(TENANT, KIND, other.key, meta=arc.meta, payload=good, parent=other.parent, text=other.text)
+    assert tier.load(TENANT, other.key) is None
+    rt.store.delete(TENANT, KIND, other.key)
+
+
+def test_damaged_stream_bytes_do_not_parse():
+    codes = RVQCodes(np.arange(24, dtype=np.uint8).reshape(1, 2, 2, 6) % 8,
+                     np.arange(12, dtype=np.uint8).reshape(1, 2, 1, 6) % 8, 8)
+    meta = {"identity": "a", "tenant": "t", "key": "k", "parent": "p", "seat": 4, "tokens": 8, "tail": 2,
+            "quantized": 6, "codebook": "v", "k": 8, "key_stages": 2, "value_stages": 1, "source": "s"}
+    span = ArchivedSpan(codes, torch.zeros(1, 2, 2, 4), torch.ones(1, 2, 2, 4), meta)
+    for codec in ("chaos", "bitpack"):
+        data = span.to_bytes(codec)
+        back = ArchivedSpan.from_bytes(data)
+        assert np.array_equal(back.codes.keys, codes.keys) and np.array_equal(back.codes.values, codes.values)
+        with pytest.raises(ValueError):
+            ArchivedSpan.from_bytes(data[:-3])
+        stream_at = data.rindex(b"GRM")  # the last stream container: break its payload CRC
+        bad = bytearray(data)
+        bad[stream_at + 25] ^= 0x01
+        with pytest.raises(ValueError):
+            ArchivedSpan.from_bytes(bytes(bad))
+
+
+def test_another_models_codebooks_are_refused(env):
+    rt, books = env
+    other = RVQCodebooks(books.keys, books.values, books.config, OTHER, books.train, books.key_weights,
+                         books.value_weights)
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    rec = _blocks(rt)[5]
+    with pytest.raises(UserInputError, match="another model"):
+        tier.archive(rec, other)
+    with pytest.raises(UserInputError, match="another model"):
+        tier.demote(TENANT, other)
+    assert rt.store.get(TENANT, KIND, rec.key) is None  # nothing was written
+    # Another model's codebook bytes filed under this model's key are not loaded...
+    rt.store.put(SYSTEM, "codebook", codebook_key(rt.lm.identity, other.version), payload=other.to_bytes(),
+                 parent=rt.lm.identity)
+    assert tier.codebooks(other.version) is None
+    rt.store.delete(SYSTEM, "codebook", codebook_key(rt.lm.identity, other.version))
+    # ...and this model's archive is never served to a tier of another identity.
+    tier.archive(rec, books)
+    assert ArchiveTier(rt.store, rt.dialect, OTHER).load(TENANT, rec.key) is None
+    assert tier.load(TENANT, rec.key) is not None
+
+
+def test_drop_exact_removes_the_block_row_and_keeps_text_and_document(env):
+    rt, books = env
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    rec = _blocks(rt)[-1]
+    exact = _exact(rt, rec.key)
+    report = tier.demote(TENANT, books, keys=[rec.key], config=ArchiveConfig(drop_exact=True))
+    assert report.demoted == [rec.key] and report.dropped_exact == 1
+    assert rt.store.get(TENANT, "block", rec.key) is None
+    arc = rt.store.get(TENANT, KIND, rec.key)
+    assert arc.text == rec.text and arc.parent == rec.parent and arc.meta["doc"] == rec.meta["doc"]
+    docs = list(rt.store.records(TENANT, "document"))
+    assert len(docs) == 1 and rec.text.encode() in rt.store.read_payload(docs[0])
+    mount = tier.load(TENANT, rec.key)
+    assert mount is not None and mount.lossy and torch.equal(mount.kv.values[:, :, -32:], exact.values[:, :, -32:])
+
+
+def test_demote_policy_keys_and_skips(env):
+    rt, books = env
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    with pytest.raises(UserInputError, match="empty match"):
+        tier.demote(TENANT, books, keys=[])
+    with pytest.raises(UserInputError, match="no stored"):
+        tier.demote(TENANT, books, keys=["0" * 64])
+    with pytest.raises(UserInputError, match="cannot demote"):
+        tier.demote(TENANT, books, kinds=("document",))
+    rec = _blocks(rt)[6]
+    assert tier.demote(TENANT, books, keys=[rec.key]).demoted == [rec.key]
+    again = tier.demote(TENANT, books, keys=[rec.key])
+    assert again.demoted == [] and "already archived" in again.skipped[rec.key]
+    tokens = int(rec.meta["tokens"])
+    short = tier.demote(TENANT, books, keys=[_blocks(rt)[7].key], config=ArchiveConfig(recent=tokens + 1000))
+    assert short.demoted == [] and "exact window" in next(iter(short.skipped.values()))
+    blocks = _blocks(rt)
+    report = tier.demote(TENANT, books, keep_newest=2)
+    archived = {r.key for r in rt.store.records(TENANT, KIND)}
+    for r in blocks[:-2]:  # archived now or before, or too short to archive anything
+        assert r.key in archived or "exact window" in report.skipped[r.key]
+    assert not any(r.key in archived for r in blocks[-2:]) and report.demoted
+
+
+def test_stats_count_tokens_bytes_and_codebooks(env):
+    rt, books = env
+    ArchiveTier(rt.store, rt.dialect, rt.lm.identity).demote(TENANT, books, keys=[_blocks(rt)[0].key])
+    st = tier_stats(rt.store, TENANT)
+    recs = [r for r in rt.store.records(TENANT, KIND)]
+    assert st["records"] == len(recs) >= 1
+    assert st["tokens"] == sum(r.meta["tokens"] for r in recs) == st["quantized_tokens"] + st["exact_tokens"]
+    assert st["payload_bytes"] == sum(r.payload_size for r in recs)
+    book_rec = rt.store.get(SYSTEM, "codebook", codebook_key(rt.lm.identity, books.version))
+    assert st["codebooks_used"] == [{"identity": rt.lm.identity, "version": books.version,
+                                     "bytes": book_rec.payload_size}]
+    assert st["archive_only_ratio"] > st["payload_ratio"] > st["all_in_ratio"] > 1.0
+    assert tier_stats(rt.store, "nobody")["records"] == 0
+
+
+def test_auto_k_is_small_for_short_text():
+    assert auto_k(100) == 4 and auto_k(5000) == 256 and auto_k(1) == 2 and auto_k(2000) == 64
+
+
+def test_cli_archive_train_demote_stats(tmp_path, capsys):
+    store = tmp_path / "store"
+    doc = tmp_path / "doc.txt"
+    doc.write_text(lorem(6, seed=3))
+    common = ["--store", str(store), "--model", "tiny-random-llama", "--threads", "2", "--json"]
+
+    assert main(["archive", "stats", *common]) == 2  # no store yet: reading commands never create one
+    assert "no GRM store" in capsys.readouterr().err
+    assert main(["ingest", str(doc), "--layout", "sections", *common]) == 0
+    capsys.readouterr()
+    assert main(["archive", "demote", "--all", *common]) == 2
+    assert "run `grm archive train`" in capsys.readouterr().err
+    assert main(["archive", "train", *common, "--k", "16", "--iters", "3"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert trained["k"] == 16 and trained["train_tokens"] > 0
+    assert main(["archive", "demote", "beef", *common]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no stored block 'beef'" in err
+    assert main(["archive", "demote", *common]) == 2
+    capsys.readouterr()
+    assert main(["archive", "demote", "--all", *common]) == 0
+    demoted = json.loads(capsys.readouterr().out)
+    assert demoted["demoted"] >= 1 and demoted["codebook"] == trained["version"]
+    assert main(["archive", "stats", *common]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["records"] == demoted["demoted"] and st["tokens"] == demoted["tokens"]
+    assert [c["version"] for c in st["codebooks_used"]] == [trained["version"]]
+    assert st["all_in_ratio"] > 1.0
