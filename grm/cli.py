@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     from grm.archive.cli import add_parser as add_archive_parser
 
     add_archive_parser(sub, common)
+
+    from grm.policy.cli import add_parser as add_memory_parser
+
+    add_memory_parser(sub, common)
     return parser
 
 
@@ -195,6 +199,12 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return run(args, _open_runtime, _open_store, _print)
 
 
+def cmd_memory(args: argparse.Namespace) -> int:
+    from grm.policy.cli import run
+
+    return run(args, _open_store, _master_key)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from grm.demo.run import run_demo
 
@@ -202,7 +212,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "stats": cmd_stats, "fsck": cmd_fsck, "bench": cmd_bench,
-            "demo": cmd_demo, "archive": cmd_archive}
+            "demo": cmd_demo, "archive": cmd_archive, "memory": cmd_memory}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,106 @@
+"""`grm memory LINE...`: one memory command per call, no model loaded (grm/cli.py dispatches here).
+
+    grm memory "remember permanently: my locker code is 1234"
+    grm memory forget: locker code          (the words are joined with spaces: quoting is optional)
+    grm memory confirm forget c-1a2b3c4d5e6f
+    grm memory list | reviews | folds       active facts / pending reviews / digests, eras, aborts
+
+Exit status: 0 the command did what it said; 1 it ran but changed nothing it was asked to (no
+match, several matches, refused, not available); 2 not a memory command or malformed (one line on
+stderr, like every user error). `--json` prints one object: the CommandResult's fields, or for
+list/reviews/folds {"facts"|"reviews"|"nodes": [...]}. A store is created by the first command
+that writes; reading commands on a missing store fail with exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from grm.errors import UserInputError
+from grm.policy.config import PolicyConfig
+from grm.policy.grammar import Malformed, SetDurability, Show, Why, parse
+from grm.policy.memory import PolicyMemory
+
+LISTINGS = ("list", "reviews", "folds")
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("memory", parents=[common], help="memory commands: remember, forget, correct, review, ...",
+                       description="Run one memory command (the chat grammar) on the store, without a model: "
+                       "remember permanently: S | remember this for the project: S | forget: WHAT | "
+                       "confirm forget TOKEN | correct memory: OLD => NEW | pin: / unpin: WHAT | "
+                       "mark immutable: / mark mutable: WHAT | approve|reject review ID | edit review ID: S | "
+                       "show memory [about: WHAT] | why do you remember: WHAT | set durability: MODE. "
+                       "Or: list (active facts), reviews (pending), folds (digests, eras, aborts).")
+    p.add_argument("line", nargs="+", metavar="WORD", help="the command line (its words are joined with spaces)")
+    p.add_argument("--project", default=None, metavar="NAME", help="the current project (for project facts)")
+    p.add_argument("--session", default=None, metavar="NAME", help="the current session (for session facts)")
+
+
+def _open(args: argparse.Namespace, open_store: Callable, master_key: Callable, *, create: bool):
+    if not create:
+        return open_store(args)
+    from grm.store import Store, StoreConfig
+
+    if args.store:
+        root = Path(args.store).expanduser()
+    else:
+        from grm.runtime.config import default_store_dir
+
+        root = default_store_dir()
+    return Store.open(StoreConfig(root=root, durability=args.durability, master_key=master_key(args),
+                                  compress=args.compress))
+
+
+def _listing(mem: PolicyMemory, what: str, now: float) -> dict:
+    if what == "list":
+        return {"facts": [{"id": f.id, "statement": f.statement, "subject": f.subject, "predicate": f.predicate,
+                           "value": f.value, "scope": f.scope.label(), "lifetime": f.lifetime, "intent": f.intent,
+                           "confidence": f.confidence, "count": f.count, "pinned": f.pinned, "mutable": f.mutable,
+                           "expires_at": f.expires_at, "graft": f.graft} for f in mem.facts(now)]}
+    if what == "reviews":
+        return {"reviews": [{"id": i.id, "statement": i.proposal.statement, "intent": i.proposal.intent,
+                             "conflicts": i.conflicts, "reason": i.reason,
+                             "evidence": [e.id for e in i.evidence]} for i in mem.reviews.pending()]}
+    folder = mem.folder
+    return {"nodes": [{"id": n.id, "type": n.type, "children": list(n.children), "sources": len(n.sources),
+                       "coverage": n.coverage, "retired": n.retired} for n in folder.nodes()],
+            "aborts": [{"id": a["id"], "coverage": a["coverage"], "sources": a["sources"]} for a in folder.aborts()]}
+
+
+def _lines(obj: dict) -> list[str]:
+    rows = obj.get("facts", obj.get("reviews"))
+    if rows is not None:
+        return [f"{r['id']}: {r['statement']}" + (f" (contradicts {r['conflicts']})" if "conflicts" in r else "")
+                for r in rows] or ["(none)"]
+    return ([f"{n['id']}: {n['type']} of {len(n['children'])}, coverage {n['coverage']}" for n in obj["nodes"]]
+            + [f"{a['id']}: aborted at coverage {a['coverage']:.2f}" for a in obj["aborts"]]) or ["(none)"]
+
+
+def run(args: argparse.Namespace, open_store: Callable, master_key: Callable) -> int:
+    """Run `grm memory WORD...`; grm/cli.py passes its store opener and key loader."""
+    text = " ".join(args.line).strip()
+    config = PolicyConfig(tenant=args.tenant, project=args.project, session=args.session)
+    now = time.time()
+    if text.casefold() in LISTINGS:
+        with _open(args, open_store, master_key, create=False) as store:
+            obj = _listing(PolicyMemory(store, config), text.casefold(), now)
+        print(json.dumps(obj, ensure_ascii=False) if args.json else "\n".join(_lines(obj)))
+        return 0
+    cmd = parse(text)
+    if cmd is None:
+        raise UserInputError(f"not a memory command: {text[:60]!r}; try `grm memory --help`")
+    if isinstance(cmd, Malformed):
+        raise UserInputError(f"{cmd.reason}; {cmd.usage}")
+    with _open(args, open_store, master_key, create=not isinstance(cmd, (Show, Why))) as store:
+        res = PolicyMemory(store, config).execute(cmd, evidence_id=f"cli-{int(now * 1000)}", now=now)
+    print(json.dumps(res.to_json(), ensure_ascii=False) if args.json else res.text)
+    if isinstance(cmd, SetDurability):
+        print("grm: note: every grm command opens the store in its --durability mode (default normal); "
+              f"pass --durability {cmd.mode} to keep this one", file=sys.stderr)
+    return 0 if res.ok else 1

@@ -1,0 +1,149 @@
+"""Extraction: proposing facts from ordinary turns.
+
+`Extractor` is the interface; `RuleExtractor` is the deterministic one GRM ships (no model).
+A model-backed extractor (the runtime's: it can ask the frozen model to list facts) implements
+the same one-method Protocol. Whatever proposes, proposals enter with intent `inferred` (an
+extractor may say `observed` for weaker ones) and go through the same conflict rules
+(`grm.policy.rules`), so they never overrule what a user asserted.
+
+The rules, applied clause by clause (a clause ends at . ! ? ; or a new line, or at "and"/"but"
+before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
+
+    my|our X is|are Y          -> (my X, is, Y)           "my locker code is 1234"
+    call me N / I am called N  -> (my name, is, N)
+    I am N years old           -> (my age, is, N)
+    I live in P                -> (i, live in, P)
+    I like|love Y              -> (i, like|love, Y)       multi-valued: never a contradiction
+    the X is Y | Name is Y     -> (the X, is, Y)          only when Y is a number or a Name
+
+A proposal's statement is the claim alone ("my locker code is 1234", without the chat around
+it): it is what the fact's graft reads. `canonical(p)` writes a proposal back as a sentence these
+rules read to the same claim; folding relies on that to measure whether a digest kept its facts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, runtime_checkable
+
+from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm
+
+MAX_VALUE_CHARS = 200
+MAX_SUBJECT_WORDS = 6
+
+_CLAUSE = re.compile(r"[!?;\n]|(?<!\d)\.|\.(?!\d)|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)", re.IGNORECASE)
+_NAME = re.compile(r"\b(?:call me|i am called|i'm called)\s+(?P<v>.+)", re.IGNORECASE)
+_AGE = re.compile(r"\bi(?:\s+am|'m)\s+(?P<v>\d{1,3})\s+years?\s+old\b", re.IGNORECASE)
+_LIVE = re.compile(r"\bi\s+live\s+in\s+(?P<v>.+)", re.IGNORECASE)
+_LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
+_GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+is\s+(?P<v>.+)", re.IGNORECASE)
+_SKIP_START = ("if ", "when ", "whether ", "what ", "who ", "where ", "how ", "why ", "which ",
+               "do ", "does ", "is ", "are ", "maybe ", "perhaps ", "unless ")
+_NEGATION = ("not ", "no ", "no longer ", "never ", "n't ")
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Proposes facts found in one turn. Called by `PolicyMemory.observe` after each ordinary
+    (non-command) turn; must not write anything itself."""
+
+    def propose(self, text: str, evidence_id: str, now: float) -> list[FactProposal]: ...
+
+
+def _clean_value(v: str) -> str | None:
+    v = v.strip().rstrip(".!,;:").strip().strip("\"'“”‘’«»").strip()
+    if not v or len(v) > MAX_VALUE_CHARS or v.casefold().startswith(_NEGATION):
+        return None
+    return v
+
+
+def _is_name(v: str) -> bool:
+    ws = v.split()
+    return 0 < len(ws) <= 4 and all(w[0].isupper() for w in ws)
+
+
+def _is_number(v: str) -> bool:
+    return len(v) <= 40 and len(v.split()) <= 3 and any(ch.isdigit() for ch in v)
+
+
+def clauses(text: str) -> list[str]:
+    """Declarative clauses of `text` (questions dropped)."""
+    out = []
+    pos = 0
+    for m in _CLAUSE.finditer(text + "\n"):
+        clause = text[pos:m.start()].strip()
+        question = m.group(0) == "?"
+        pos = m.end()
+        if clause and not question:
+            out.append(clause)
+    return out
+
+
+def _subject_ok(s: str) -> bool:
+    return 0 < len(s.split()) <= MAX_SUBJECT_WORDS and len(s) <= MAX_FIELD_CHARS
+
+
+def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
+    """The one claim a clause makes under the rules above, or None."""
+    low = norm(clause)
+    if not low or low.startswith(_SKIP_START):
+        return None
+
+    def make(subject: str, predicate: str, value: str) -> FactProposal | None:
+        v = _clean_value(value)
+        if v is None or not _subject_ok(subject):
+            return None
+        subject = subject.strip()
+        return FactProposal(subject, predicate, v, f"{subject} {predicate} {v}", intent=intent)
+
+    if m := _NAME.search(clause):
+        return make("my name", "is", m["v"]) if _is_name(m["v"].strip().rstrip(".!")) else None
+    if m := _AGE.search(clause):
+        return make("my age", "is", m["v"])
+    if m := _POSSESSIVE.search(clause):
+        return make(m["s"], m["p"].casefold(), m["v"])
+    if m := _LIVE.search(clause):
+        return make("I", "live in", m["v"])
+    if m := _LIKE.search(clause):
+        return make("I", m["p"].casefold(), m["v"])
+    if m := _GENERIC.fullmatch(clause.strip()):
+        s, v = m["s"].strip(), _clean_value(m["v"])
+        subject_ok = s.casefold().startswith("the ") or _is_name(s)
+        if v is not None and subject_ok and (_is_number(v) or _is_name(v)):
+            return make(s, "is", v)
+    return None
+
+
+def parse_statement(text: str, intent: str = "inferred") -> list[FactProposal]:
+    """Every claim in `text`, one per clause; of a repeated single-valued (subject, predicate)
+    only the first."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for clause in clauses(text):
+        p = parse_clause(clause, intent)
+        if p is None:
+            continue
+        ident = p.key + ((norm(p.value),) if p.key[1] in MULTI_VALUED else ())
+        if ident not in seen:
+            seen.add(ident)
+            out.append(p)
+    return out
+
+
+def canonical(p: FactProposal) -> str:
+    """The claim as one sentence the rules read back to the same (subject, predicate, value)."""
+    subject = "I" if norm(p.subject) == "i" else p.subject
+    return f"{subject} {p.predicate} {p.value}."
+
+
+class RuleExtractor:
+    """The deterministic extractor (rules in the module docstring)."""
+
+    name = "rule"  # evidence names the path a fact came by: "extract:rule"
+
+    def __init__(self, intent: str = "inferred") -> None:
+        self.intent = intent  # "inferred", or "observed" for a more cautious deployment
+
+    def propose(self, text: str, evidence_id: str, now: float) -> list[FactProposal]:
+        return parse_statement(text, self.intent)

@@ -1,0 +1,263 @@
+"""PolicyMemory: the policy plane's one object. It decides what is true now and keeps why.
+
+Lifecycle (who calls what, when; the runtime's chat loop is the usual caller):
+1. `PolicyMemory(store, config, extractor=..., grafter=..., culler=...)` after the store is
+   open. One instance per (store, tenant) in a process; its lock serializes its decisions.
+   `grafter(fact) -> graft id | None` is called before a new fact node is written (the runtime
+   harvests the statement's K/V and returns the graft id); `culler(graft id) -> str` executes
+   `cull graft ID into sections`. Both are optional: without them facts have no graft and cull
+   answers "not available".
+2. Every user line: `handle(text, evidence_id=turn id, now=...)`. A memory command is executed
+   and its `CommandResult` returned (the line is not a chat turn); None means an ordinary turn.
+3. After each ordinary turn: `observe(text, evidence_id=turn id, now=...)` runs the extractor
+   and puts its proposals through the conflict rules (intent inferred).
+4. Before answering: `facts(now)` (live facts visible in this project/session, the narrowest
+   scope winning) and `pinned(now)` say which fact grafts to offer; `fact(id)` reads one.
+5. Folding (`self.folder`, `grm.policy.fold.Folder`): `fold_pending(turns, now=...)` after
+   turns; `retired()` for the router to skip folded sources; `descend(node)` to expand a digest
+   or era the router picked into its source ids.
+Nothing here touches tensors or the model.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from grm.errors import UserInputError
+from grm.policy.config import PolicyConfig
+from grm.policy.extract import Extractor, RuleExtractor, parse_statement
+from grm.policy.fact import Evidence, Fact, FactProposal, Scope, norm, words
+from grm.policy.fold import Folder
+from grm.policy.grammar import Command, parse
+from grm.policy.ledger import FACT, Ledger, new_key
+from grm.policy.review import ReviewBuffer
+from grm.policy.rules import Candidate, decide
+from grm.store import Store
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one proposal."""
+
+    action: str  # created | superseded | reinforced | review | unchanged | refused
+    fact: str | None = None  # the fact written or reinforced
+    review: str | None = None  # the review item holding it
+    superseded: tuple[str, ...] = ()
+    detail: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.action in ("created", "superseded", "reinforced", "review")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    text: str  # what to show the user (one or a few lines)
+    changed: bool  # whether memory (or the store's mode) changed
+    ok: bool = True  # False: nothing matched, refused, malformed or not available
+    command: str = ""  # the command's head
+    facts: tuple[str, ...] = ()  # facts written, matched or listed
+    superseded: tuple[str, ...] = ()
+    review: str | None = None
+    token: str | None = None  # forget confirmation token
+    malformed: bool = False
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "changed": self.changed, "ok": self.ok, "command": self.command,
+                "facts": list(self.facts), "superseded": list(self.superseded), "review": self.review,
+                "token": self.token, "malformed": self.malformed}
+
+
+def note(statement: str, intent: str) -> FactProposal:
+    """A statement the rules find no claim in: remembered whole, never contradicting others."""
+    return FactProposal(statement, "note", statement, statement, intent=intent)
+
+
+class PolicyMemory:
+    def __init__(self, store: Store, config: PolicyConfig | None = None, *, extractor: Extractor | None = None,
+                 grafter: Callable[[Fact], str | None] | None = None,
+                 culler: Callable[[str], object] | None = None) -> None:
+        self.store = store
+        self.config = config or PolicyConfig()
+        self.tenant = self.config.tenant
+        self.extractor = extractor or RuleExtractor()
+        self.grafter = grafter
+        self.culler = culler
+        self.ledger = Ledger(store, self.tenant)
+        self.reviews = ReviewBuffer(store, self.tenant)
+        self.folder = Folder(store, self.config)
+        self.lock = threading.RLock()
+
+    # ---- the chat loop -----------------------------------------------------------------------
+
+    def handle(self, text: str, *, evidence_id: str, now: float | None = None) -> CommandResult | None:
+        """Execute `text` if it is a memory command; None if it is an ordinary turn."""
+        cmd = parse(text)
+        return None if cmd is None else self.execute(cmd, evidence_id=evidence_id, now=now)
+
+    def execute(self, cmd: Command, *, evidence_id: str, now: float | None = None) -> CommandResult:
+        from grm.policy.commands import execute
+
+        _check_evidence(evidence_id)
+        with self.lock:
+            return execute(self, cmd, evidence_id, time.time() if now is None else now)
+
+    def observe(self, text: str, *, evidence_id: str, now: float | None = None) -> list[Outcome]:
+        """Extract facts from an ordinary turn and apply them (commands are not evidence)."""
+        _check_evidence(evidence_id)
+        now = time.time() if now is None else now
+        if parse(text) is not None:
+            return []
+        via = f"extract:{getattr(self.extractor, 'name', type(self.extractor).__name__)}"
+        return [self.propose(p, evidence_id=evidence_id, now=now, via=via)
+                for p in self.extractor.propose(text, evidence_id, now)]
+
+    # ---- proposals and the conflict rules ------------------------------------------------------
+
+    def place(self, p: FactProposal, now: float, default_lifetime: str | None = None) -> (
+            tuple[Scope, str, float, float | None] | str):
+        """(scope, lifetime, valid_from, expires_at) for `p` in this context, or why it cannot be."""
+        cfg = self.config
+        lifetime = p.lifetime or default_lifetime or cfg.extracted_lifetime
+        expires = p.expires_at
+        if lifetime == "permanent":
+            scope = Scope()
+        elif lifetime == "project":
+            if cfg.project is None:
+                return "a project fact needs a current project (start with --project NAME)"
+            scope = Scope(project=cfg.project)
+        elif lifetime == "session":
+            if cfg.session is None:
+                return "a session fact needs a current session (grm chat has one; this command has none)"
+            scope = Scope(cfg.project, cfg.session)
+        else:  # volatile
+            scope = Scope(cfg.project, cfg.session)
+            if expires is None:
+                expires = now + cfg.volatile_ttl_s
+        valid_from = now if p.valid_from is None else p.valid_from
+        if expires is not None and expires <= valid_from:
+            return "the fact would expire before it starts"
+        return scope, lifetime, valid_from, expires
+
+    def propose(self, p: FactProposal, *, evidence_id: str, now: float, via: str,
+                default_lifetime: str | None = None) -> Outcome:
+        """Put one proposal through the conflict rules (`grm.policy.rules`) and apply the result."""
+        _check_evidence(evidence_id)
+        placed = self.place(p, now, default_lifetime)
+        if isinstance(placed, str):
+            return Outcome("refused", detail=placed)
+        scope, lifetime, valid_from, expires = placed
+        with self.lock:
+            return self.apply(p, scope, lifetime, valid_from, expires,
+                              Evidence(evidence_id, now, via, "created"), now)
+
+    def apply(self, p: FactProposal, scope: Scope, lifetime: str, valid_from: float, expires: float | None,
+              ev: Evidence, now: float, *, forced: bool = False, prior: Sequence[Evidence] = (),
+              also_supersede: Sequence[tuple[str, str]] = (), exclude: Sequence[str] = ()) -> Outcome:
+        """Decide and write. `forced`: a correction or an approval (supersedes regardless of
+        rank). `prior`: evidence the new node inherits (a review's proposing turn).
+        `also_supersede`: nodes the caller replaces besides the contradicted ones."""
+        cand = Candidate(p.subject, p.predicate, p.value, scope, p.intent, valid_from, expires)
+        facts = [f for f in self.ledger.active() if f.id not in exclude]
+        d = decide(cand, facts, now, forced=forced)
+        if d.action == "review":
+            if forced:
+                return Outcome("refused", detail=d.reason)
+            rid, wrote = self.reviews.add(p, scope, d.target, d.reason, replace(ev, action="held for review"))
+            return Outcome("review" if wrote else "unchanged", review=rid, detail=d.reason)
+        if d.action == "reinforce":
+            if also_supersede:  # a correction to a value memory already holds: lead the old there
+                self.ledger.retire(also_supersede, d.target, replace(ev, action="corrected"))
+            wrote = self.ledger.reinforce(d.target, p.intent, p.confidence, replace(ev, action="reinforced"))
+            sup = tuple(i for i, _ in also_supersede)
+            return Outcome("reinforced" if wrote or sup else "unchanged", fact=d.target, superseded=sup,
+                           detail=d.reason)
+        label = "corrected" if forced else "outranked"
+        pairs = list(also_supersede) + [(i, label if why == "contradicted" else why)
+                                        for i, why in zip(d.supersede, d.why)]
+        fact = self.new_fact(p, scope, lifetime, valid_from, expires, (*prior, ev),
+                             supersedes=tuple(i for i, _ in pairs), reason=d.reason)
+        self.ledger.write(fact, pairs, ev)
+        return Outcome("superseded" if d.action == "supersede" or also_supersede else "created", fact=fact.id,
+                       superseded=tuple(i for i, _ in pairs), detail=d.reason)
+
+    def new_fact(self, p: FactProposal, scope: Scope, lifetime: str, valid_from: float, expires: float | None,
+                 evidence: Sequence[Evidence], *, supersedes: tuple[str, ...] = (), reason: str = "new fact",
+                 graft: str | None = None, count: int = 1) -> Fact:
+        """A fact node not yet written (the grafter, if any, gives it its graft)."""
+        ev = evidence[-1]
+        fid = new_key(self.store, self.tenant, FACT, "f", p.subject, p.predicate, p.value, scope.label(), ev.id, ev.at)
+        fact = Fact(id=fid, subject=p.subject, predicate=p.predicate, value=p.value, statement=p.statement,
+                    scope=scope, lifetime=lifetime, mutable=p.mutable, pinned=p.pinned, intent=p.intent,
+                    confidence=p.confidence, count=count, valid_from=valid_from, expires_at=expires,
+                    created=ev.at, graft=graft, supersedes=supersedes, reason=reason, evidence=tuple(evidence),
+                    state="active", node_intent=p.intent, node_confidence=p.confidence, node_count=count)
+        if graft is None and self.grafter is not None:
+            fact = fact.with_(graft=self.grafter(fact))
+        return fact
+
+    def revise(self, old: Fact, ev: Evidence, reason: str, **changes: bool) -> Fact:
+        """A new node with `old`'s content and effective weight and `changes` (pinned, mutable),
+        superseding it: how pin and mark change a fact without editing it."""
+        p = FactProposal(old.subject, old.predicate, old.value, old.statement, intent=old.intent,
+                         confidence=old.confidence, mutable=changes.get("mutable", old.mutable),
+                         pinned=changes.get("pinned", old.pinned))
+        fact = self.new_fact(p, old.scope, old.lifetime, old.valid_from, old.expires_at, (ev,),
+                             supersedes=(old.id,), reason=reason, graft=old.graft, count=old.count)
+        return self.ledger.write(fact, [(old.id, reason)], ev)
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def facts(self, now: float | None = None) -> list[Fact]:
+        """Live facts visible in this context; of single-valued claims only the narrowest scope's
+        (a project's "my editor is vim" shadows the tenant's "my editor is emacs" there)."""
+        now = time.time() if now is None else now
+        ctx = self.config.scope
+        live = [f for f in self.ledger.active() if f.live(now) and f.scope.visible_in(ctx)]
+        deepest: dict[tuple[str, str], int] = {}
+        for f in live:
+            if not f.multi_valued:
+                deepest[f.key] = max(deepest.get(f.key, 0), f.scope.depth)
+        return [f for f in live if f.multi_valued or f.scope.depth == deepest[f.key]]
+
+    def pinned(self, now: float | None = None) -> list[Fact]:
+        return [f for f in self.facts(now) if f.pinned]
+
+    def fact(self, fact_id: str) -> Fact | None:
+        return self.ledger.get(fact_id)
+
+    def attach_graft(self, fact_id: str, graft_id: str) -> None:
+        """Attach (or re-attach) the fact's K/V graft after the node was written."""
+        self.ledger.attach_graft(fact_id, graft_id)
+
+    def match(self, query: str, facts: Sequence[Fact]) -> list[Fact]:
+        """Facts `query` names: by id; else those whose statement is exactly it; else those
+        holding all its words (case-folded). No words, no match: never everything."""
+        q = query.strip()
+        by_id = [f for f in facts if f.id == q.casefold()]
+        if by_id:
+            return by_id
+        exact = [f for f in facts if norm(f.statement) == norm(q)]
+        if exact:
+            return exact
+        want = set(words(q))
+        if not want:
+            return []
+        return [f for f in facts if want <= set(words(f"{f.statement} {f.subject} {f.value}"))]
+
+    def targets(self, query: str, now: float) -> list[Fact]:
+        """Active facts visible here that `query` names (for commands that change memory; not
+        yet valid or expired ones included, so they can be forgotten too)."""
+        ctx = self.config.scope
+        return self.match(query, [f for f in self.ledger.active() if f.scope.visible_in(ctx)])
+
+    def statement_proposals(self, statement: str, intent: str) -> list[FactProposal]:
+        return parse_statement(statement, intent) or [note(statement, intent)]
+
+
+def _check_evidence(evidence_id: object) -> None:
+    if not isinstance(evidence_id, str) or not evidence_id or len(evidence_id) > 256:
+        raise UserInputError(f"evidence id must be a non-empty string of at most 256 characters, got {evidence_id!r}")

@@ -1,0 +1,62 @@
+"""The rule-based extractor: what it proposes, what it refuses, and that canonical sentences read
+back to the same claim (folding's coverage depends on it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grm.policy import Extractor, RuleExtractor, canonical, parse_statement
+from grm.policy.fact import norm
+
+
+def claims(text):
+    return [(p.subject, p.predicate, p.value) for p in parse_statement(text)]
+
+
+@pytest.mark.parametrize("text, want", [
+    ("my locker code is 1234", [("my locker code", "is", "1234")]),
+    ("Hi! My locker code is 1234.", [("My locker code", "is", "1234")]),
+    ("our wifi password is 'hunter2'", [("our wifi password", "is", "hunter2")]),
+    ("call me Ann", [("my name", "is", "Ann")]),
+    ("I am 34 years old", [("my age", "is", "34")]),
+    ("I live in São Paulo", [("I", "live in", "São Paulo")]),
+    ("I like tea and I like coffee", [("I", "like", "tea"), ("I", "like", "coffee")]),
+    ("The wifi password is Swordfish", [("The wifi password", "is", "Swordfish")]),
+    ("Alice is 34.", [("Alice", "is", "34")]),
+    ("pi is 3.14 and my pin is 0042", [("my pin", "is", "0042")]),
+    ("my cat is Tom; my dog is Rex", [("my cat", "is", "Tom"), ("my dog", "is", "Rex")]),
+])
+def test_rules_find_claims(text, want):
+    assert claims(text) == want
+
+
+@pytest.mark.parametrize("text", [
+    "what is my locker code?", "is my locker code 1234?", "my code is not 5", "if my code is 5 we win",
+    "the sky is blue", "call me maybe", "", "   ", "my is 5", "hello",
+])
+def test_rules_refuse(text):
+    assert claims(text) == []
+
+
+def test_extracted_intent_is_inferred_and_protocol_holds():
+    ex = RuleExtractor()
+    assert isinstance(ex, Extractor)
+    (p,) = ex.propose("my dog is Rex", "t1", 1.0)
+    assert p.intent == "inferred" and p.confidence == 0.6
+    assert RuleExtractor("observed").propose("my dog is Rex", "t1", 1.0)[0].intent == "observed"
+
+
+@pytest.mark.parametrize("text", [
+    "my locker code is 1234", "call me Ann", "I am 34 years old", "I live in Paris", "I love jazz",
+    "The wifi password is Swordfish", "Alice is 34", "our door code is 12-34",
+])
+def test_canonical_sentences_read_back_to_the_same_claim(text):
+    (p,) = parse_statement(text)
+    (q,) = parse_statement(canonical(p))
+    assert (norm(q.subject), norm(q.predicate), norm(q.value)) == (norm(p.subject), norm(p.predicate), norm(p.value))
+
+
+def test_long_and_repetitive_input_is_fast_enough_and_bounded():
+    assert claims("my " * 5_000 + "code is 1") == []  # subject longer than the rules allow
+    assert claims("my code is " + "9" * 300) == []  # value too long
+    assert len(claims(". ".join(f"my item{i} is {i}" for i in range(200)))) == 200
