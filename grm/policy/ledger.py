@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 
-from grm.errors import StoreError
+from grm.errors import StoreError, UserInputError
 from grm.policy.fact import Evidence, Fact, rank
 from grm.store import Store
 from grm.store.record import canonical_json
@@ -173,5 +173,5 @@ class Ledger:
 
     def attach_graft(self, fact_id: str, graft_id: str) -> None:
         if self.store.get(self.tenant, FACT, fact_id) is None:
-            raise StoreError(f"no fact {fact_id} to attach a graft to")
+            raise UserInputError(f"no fact {fact_id} to attach a graft to")
         self.store.put(self.tenant, GRAFT, fact_id, parent=graft_id, meta={"graft": graft_id})

@@ -190,6 +190,8 @@ def test_grafter_gives_new_facts_their_graft_and_attach_graft_replaces_it(make_m
     assert p.graft == "g-1" and len(seen) == 1  # same statement, same graft: not harvested again
     mem.attach_graft(p.id, "g-new")
     assert mem.fact(p.id).graft == "g-new"
+    with pytest.raises(UserInputError):
+        mem.attach_graft("f-000000000000", "g-x")
 
 
 def test_bad_evidence_id_is_a_user_error(mem):
