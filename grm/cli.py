@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Answer from memory. exact: QUESTION is the whole prompt (read after the "
                        "sinks); stored blocks it starts with are loaded, the rest computed. exact-section: one "
                        "section selected on the CPU, answered from [sinks | its stored K/V | question]. grafts: "
-                       "the top K sections re-seated side by side. none: no memory (the last tokens of the stored "
+                       "the top K routed grafts (document sections and chat turns) re-seated side by side. none: no memory (the last tokens of the stored "
                        "text that fit the window). rag-text: the selected section re-read as text. auto (default): "
                        "exact when the prompt starts with a stored block, else exact-section.")
     p.add_argument("question", nargs="?", metavar="QUESTION")
@@ -70,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="auto", choices=["auto", "exact", "exact-section", "grafts", "none", "rag-text"])
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--block-tokens", type=int, default=512, help=argparse.SUPPRESS)
-    p.add_argument("--grafts", type=int, default=3, metavar="K", help="sections composed in grafts mode (default 3)")
+    p.add_argument("--grafts", type=int, default=3, metavar="K", help="at most K grafts mounted in grafts mode (default 3)")
+    p.add_argument("--repair", type=int, default=0, metavar="N",
+                   help="grafts mode: recompute the first N tokens of each mounted graft in context (default 0)")
 
     sub.add_parser("stats", parents=[common], help="what is stored", description="Counts and sizes per tenant and kind.")
 
@@ -83,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run bench/NAME.py; it writes bench/results/NAME.json and .md.")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--quick", action="store_true", help="a smaller run (for smoke tests)")
+
+    from grm.runtime.chat_cli import add_parser as add_chat_parser
+
+    add_chat_parser(sub, common)
 
     from grm.archive.cli import add_parser as add_archive_parser
 
@@ -154,7 +160,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         text = args.question
     else:
         raise UserInputError("give a QUESTION or --prompt-file FILE")
-    with _open_runtime(args, block_tokens=args.block_tokens, graft_k=args.grafts) as rt:
+    with _open_runtime(args, block_tokens=args.block_tokens, graft_k=args.grafts, repair=args.repair) as rt:
         answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))
@@ -193,6 +199,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return int(module["main"](args) or 0)
 
 
+def cmd_chat(args: argparse.Namespace) -> int:
+    from grm.runtime.chat_cli import run_chat
+
+    return run_chat(args, _open_runtime)
+
+
+def cmd_grafts(args: argparse.Namespace) -> int:
+    from grm.runtime.chat_cli import run_grafts
+
+    return run_grafts(args, _open_runtime, _print)
+
+
 def cmd_archive(args: argparse.Namespace) -> int:
     from grm.archive.cli import run
 
@@ -212,7 +230,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "stats": cmd_stats, "fsck": cmd_fsck, "bench": cmd_bench,
-            "demo": cmd_demo, "archive": cmd_archive, "memory": cmd_memory}
+            "demo": cmd_demo, "archive": cmd_archive, "memory": cmd_memory, "chat": cmd_chat,
+            "grafts": cmd_grafts}
 
 
 def main(argv: list[str] | None = None) -> int:

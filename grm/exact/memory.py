@@ -71,6 +71,7 @@ class IngestResult:
     computed: int  # blocks computed now (0 when everything was already stored)
     tokens: int
     truncated_bytes: int = 0  # bytes past the model's window, not stored as chain blocks
+    keys: list[str] = field(default_factory=list)  # the blocks' fingerprints, in document order
 
 
 class ExactMemory:
@@ -166,7 +167,7 @@ class ExactMemory:
         data = text.encode()
         self.store.put(self.tenant, "document", hashlib.sha256(data).hexdigest(), payload=data,
                        meta={"name": name, "layout": "chain", "blocks": fps, "bytes": len(data)})
-        return IngestResult(name, len(blocks), computed, sum(len(b.ids) for b in blocks), truncated)
+        return IngestResult(name, len(blocks), computed, sum(len(b.ids) for b in blocks), truncated, fps)
 
     def plan_blocks(self, text: str) -> int:
         """How many blocks `text` becomes (for progress bars)."""

@@ -17,7 +17,6 @@ import warnings
 from dataclasses import dataclass
 
 import torch
-from safetensors.torch import save as st_save
 
 from grm.models.identity import PAYLOAD_FORMAT_VERSION
 
@@ -49,8 +48,20 @@ class KV:
         return KV(torch.cat([p.keys for p in parts], dim=2), torch.cat([p.values for p in parts], dim=2))
 
     def to_bytes(self, metadata: dict[str, str]) -> bytes:
+        """The safetensors bytes of this payload, the same bytes in every process: the header is
+        canonical JSON (sorted keys), where safetensors' own writer orders metadata by a per-process
+        hash seed, so content addressing would never deduplicate across processes."""
         meta = {"grm_format": str(PAYLOAD_FORMAT_VERSION), **metadata}
-        return st_save({"keys": self.keys.contiguous(), "values": self.values.contiguous()}, metadata=meta)
+        if self.keys.dtype != torch.float32 or self.values.dtype != torch.float32:
+            raise ValueError(f"payloads are fp32; got {self.keys.dtype} / {self.values.dtype}")
+        k = self.keys.contiguous().numpy().astype("<f4", copy=False).tobytes()
+        v = self.values.contiguous().numpy().astype("<f4", copy=False).tobytes()
+        header = {"__metadata__": meta,
+                  "keys": {"dtype": "F32", "shape": list(self.keys.shape), "data_offsets": [0, len(k)]},
+                  "values": {"dtype": "F32", "shape": list(self.values.shape), "data_offsets": [len(k), len(k) + len(v)]}}
+        text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as safetensors writes it
+        return struct.pack("<Q", len(text)) + text + k + v
 
     @staticmethod
     def from_bytes(data: bytes) -> tuple["KV", dict[str, str]]:

@@ -1,5 +1,6 @@
-"""Routing: which stored memory a query needs (lexical channel now; dense keys with grafts)."""
+"""Routing: which stored memory a query needs: a lexical channel (BM25 + identifiers), a dense
+channel (position-free key centroids of the model's own K) and their combination."""
 
-from grm.route.lexical import Hit, LexicalConfig, identifiers, search
+from grm.route.lexical import CHANNELS, Hit, LexicalConfig, combine, identifiers, search
 
-__all__ = ["Hit", "LexicalConfig", "identifiers", "search"]
+__all__ = ["CHANNELS", "Hit", "LexicalConfig", "combine", "identifiers", "search"]

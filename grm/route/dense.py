@@ -5,6 +5,10 @@ keys after undoing the rotary map (each key rotated back by its seat), L2-normal
 [layers', kv_heads, head_dim]. A query's key is made the same way from the question read after
 the sinks. Score = mean over (layer, head) of the cosine between the two. Stored in record
 metadata as base64 of fp16 little-endian bytes (a few KB per span).
+
+A long span is a multi-key node: besides its centroid it keeps the centroid of every
+`chunk_tokens` run (up to `max_keys`), and it scores as the best of its keys, so a fact in one
+paragraph of a long span is not averaged away by the rest.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from grm.kv.forward import prefill
 @dataclass(frozen=True)
 class DenseConfig:
     layer_stride: int = 4  # use every n-th layer (keys of neighbouring layers are alike)
+    chunk_tokens: int = 64  # multi-key nodes: one extra key per run of this many tokens
+    max_keys: int = 8  # at most this many keys per span (the centroid included)
 
     def __post_init__(self) -> None:
-        if self.layer_stride < 1:
-            raise ValueError("layer_stride must be >= 1")
+        if self.layer_stride < 1 or self.chunk_tokens < 1 or self.max_keys < 1:
+            raise ValueError("layer_stride, chunk_tokens and max_keys must be >= 1")
 
 
 def routing_key(kv: KV, dialect: Dialect, seat: int, config: DenseConfig) -> torch.Tensor:
@@ -44,6 +50,18 @@ def routing_key(kv: KV, dialect: Dialect, seat: int, config: DenseConfig) -> tor
     return cent / cent.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
+def span_keys(kv: KV, dialect: Dialect, seat: int, config: DenseConfig) -> torch.Tensor:
+    """[n_keys, layers', kv_heads, head_dim]: the span's centroid, then (for spans longer than one
+    chunk) the centroid of each chunk, evenly spread chunks when there are more than max_keys - 1."""
+    keys = [routing_key(kv, dialect, seat, config)]
+    n_chunks = -(-kv.tokens // config.chunk_tokens)
+    if n_chunks > 1 and config.max_keys > 1:
+        step = config.chunk_tokens * max(1, -(-n_chunks // (config.max_keys - 1)))
+        for a in range(0, kv.tokens, step):
+            keys.append(routing_key(kv.slice(a, min(a + step, kv.tokens)), dialect, seat + a, config))
+    return torch.stack(keys)
+
+
 def query_key(model: torch.nn.Module, sinks: KV, ids: list[int], dialect: Dialect, config: DenseConfig) -> torch.Tensor:
     """The routing key of a query: its tokens read after the sinks (one short forward pass)."""
     cache = cache_from_kv(sinks)
@@ -56,16 +74,20 @@ def encode_key(key: torch.Tensor) -> str:
 
 
 def decode_key(text: str, like: torch.Tensor) -> torch.Tensor | None:
-    """A stored key shaped like `like`, or None if it does not fit (another geometry)."""
+    """A stored key (or keys) shaped like `like`: [*like.shape] for one key, [n, *like.shape] for
+    a multi-key node; None if it does not fit (another geometry) or does not decode."""
     try:
-        arr = np.frombuffer(base64.b64decode(text), dtype="<f2")
+        arr = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f2")
     except (ValueError, TypeError):
         return None
-    if arr.size != like.numel():
+    if arr.size == 0 or arr.size % like.numel():
         return None
-    return torch.from_numpy(arr.astype(np.float32)).reshape(like.shape)
+    out = torch.from_numpy(arr.astype(np.float32))
+    return out.reshape(like.shape) if arr.size == like.numel() else out.reshape(-1, *like.shape)
 
 
 def score(query: torch.Tensor, key: torch.Tensor) -> float:
-    """Mean cosine over (layer, head); both are normalized already."""
-    return float((query * key).sum(dim=-1).mean())
+    """Mean cosine over (layer, head); both are normalized already. For a multi-key node
+    ([n, ...] against a single query key) the best of its keys."""
+    cos = (query * key).sum(dim=-1)
+    return float(cos.flatten(-2).mean(-1).max()) if key.dim() > query.dim() else float(cos.mean())

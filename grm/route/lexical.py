@@ -16,8 +16,11 @@ from grm.store import Record, Store
 
 _WORD = re.compile(r"[\w'-]+", re.UNICODE)
 _STOP = frozenset(
-    "what which who whom whose when where why how is are was were the a an of in on at to for by with "
-    "from and or do does did i you he she it we they this that these those".split()
+    "what which who whom whose when where why how is are was were be been being am the a an of in on at to "
+    "for by with from and or but if then than so as do does did done i me my mine you your yours he him his "
+    "she her hers it its we us our they them their this that these those there here can could would should "
+    "will shall may might must have has had not no yes any some all just very too also about again still "
+    "please tell let into out up over".split()
 )
 
 
@@ -57,8 +60,13 @@ def identifiers(text: str) -> list[str]:
 
 def search(store: Store, tenant: str, query: str, kind: str, config: LexicalConfig,
            keep: "callable[[Record], bool]" = lambda r: True) -> list[Hit]:
-    """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent)."""
-    found = [(r, s) for r, s in store.search_text(tenant, query, kind=kind, limit=config.candidates) if keep(r)]
+    """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent).
+    Function words are dropped from the query first: "my" or "what" in common is not evidence."""
+    words = [w for w in _WORD.findall(query) if w.casefold() not in _STOP]
+    if not words:
+        return []
+    found = [(r, s) for r, s in store.search_text(tenant, " ".join(words), kind=kind, limit=config.candidates)
+             if keep(r)]
     if not found:
         return []
     top = max(s for _, s in found) or 1.0
@@ -68,5 +76,29 @@ def search(store: Store, tenant: str, query: str, kind: str, config: LexicalConf
         text = rec.text or ""
         matched = tuple(i for i in idents if re.search(rf"(?<![\w]){re.escape(i)}(?![\w])", text))
         hits.append(Hit(rec, bm25 + config.identifier_bonus * top * len(matched), bm25, matched))
+    hits.sort(key=lambda h: -h.score)
+    return hits
+
+
+CHANNELS = ("combined", "lexical", "dense")
+
+
+def combine(lexical: dict[str, Hit], dense: dict[str, tuple[Record, float]], channel: str,
+            dense_weight: float) -> list[Hit]:
+    """Candidates of both channels ranked by `channel`, best first. Combined score = lexical
+    score / best lexical score + dense_weight * cosine rescaled to [0, 1] over the candidate set;
+    "dense" ranks by that rescaled cosine alone. Without dense candidates it falls back to lexical."""
+    if channel not in CHANNELS:
+        raise ValueError(f"channel must be one of {CHANNELS}")
+    if channel == "lexical" or not dense or (channel == "combined" and dense_weight == 0):
+        return sorted(lexical.values(), key=lambda h: -h.score)
+    lo, hi = min(c for _, c in dense.values()), max(c for _, c in dense.values())
+    best_lex = max((h.score for h in lexical.values()), default=0.0) or 1.0
+    hits = []
+    for key, (rec, cos) in dense.items():
+        lex = lexical.get(key)
+        d = (cos - lo) / (hi - lo) if hi > lo else 0.0
+        value = d if channel == "dense" else (lex.score / best_lex if lex else 0.0) + dense_weight * d
+        hits.append(Hit(rec, value, lex.bm25 if lex else 0.0, lex.identifiers if lex else (), cos))
     hits.sort(key=lambda h: -h.score)
     return hits

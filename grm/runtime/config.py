@@ -9,6 +9,7 @@ from pathlib import Path
 
 from grm.errors import UserInputError
 from grm.models import DEFAULT_MODEL
+from grm.route import CHANNELS
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
 LAYOUTS = ("chain", "sections")
@@ -40,6 +41,10 @@ class RuntimeConfig:
     max_new_tokens: int = 48  # greedy generation limit
     master_key: bytes | None = field(default=None, repr=False)  # 32 bytes: encryption at rest
     compress: bool = False  # zstandard-compress payload files (before encryption)
+    device_budget: int = 64 << 20  # bytes of graft K/V kept on the device plane between turns
+    seat_budget: int = 1536  # seats of mounted grafts per question or turn
+    repair: int = 0  # boundary repair: recompute the first N tokens of each mounted graft in context
+    channel: str = "combined"  # graft routing channel: combined | lexical | dense
 
     def __post_init__(self) -> None:
         if not _TENANT.fullmatch(self.tenant):
@@ -56,3 +61,7 @@ class RuntimeConfig:
             raise UserInputError("section size must be >= 8 tokens and graft count >= 1")
         if self.max_new_tokens < 1:
             raise UserInputError("--max-new-tokens must be >= 1")
+        if self.device_budget < 0 or self.seat_budget < 1 or self.repair < 0:
+            raise UserInputError("device budget must be >= 0 bytes, seat budget >= 1, repair >= 0 tokens")
+        if self.channel not in CHANNELS:
+            raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")

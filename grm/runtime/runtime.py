@@ -18,9 +18,11 @@ from grm.dialects import Dialect, SelfTestResult, dialect_for, self_test
 from grm.dialects.selftest import PROBE_TEXT
 from grm.errors import UserInputError
 from grm.exact import ExactConfig, ExactMemory, IngestResult, Prefix
+from grm.grafts import GraftMemory, Mount, PagingConfig, Residency, RouteConfig, build
 from grm.kv import cache_from_kv, new_cache, reseat_kv
 from grm.kv.forward import prefill
 from grm.models import LoadedModel, load_model
+from grm.runtime.chat import ChatSession
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig, default_cache_dir, default_store_dir
 from grm.runtime.files import collect
 from grm.runtime.generate import Answer, greedy
@@ -44,18 +46,25 @@ class Runtime:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
         self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
+        self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
+                                                          channel=config.channel))
+        self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
+                                   device=lm.model.device)
 
     @classmethod
     def open(cls, store: str | Path | None = None, model: str | None = None, tenant: str = "default",
              threads: int | None = None, cache_dir: str | Path | None = None, durability: str = "normal",
              block_tokens: int = 512, section_tokens: int = 512, graft_k: int = 3,
-             max_new_tokens: int = 48, master_key: bytes | None = None, compress: bool = False) -> "Runtime":
+             max_new_tokens: int = 48, master_key: bytes | None = None, compress: bool = False,
+             device_budget: int = 64 << 20, seat_budget: int = 1536, repair: int = 0,
+             channel: str = "combined") -> "Runtime":
         config = RuntimeConfig(
             store=Path(store).expanduser() if store is not None else default_store_dir(),
             cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
             model=model or RuntimeConfig.model, tenant=tenant, threads=threads, durability=durability,
             block_tokens=block_tokens, section_tokens=section_tokens, graft_k=graft_k,
             max_new_tokens=max_new_tokens, master_key=master_key, compress=compress,
+            device_budget=device_budget, seat_budget=seat_budget, repair=repair, channel=channel,
         )
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -93,6 +102,8 @@ class Runtime:
         with tqdm(total=sum(plans), desc="ingest", unit="block", disable=not progress, leave=False) as bar:
             for doc in docs:
                 res = memory.ingest(doc.text, doc.name, progress=bar.update)
+                if layout == "sections":  # each section, read alone after the sinks, is also a graft
+                    self.grafts.adopt_blocks(doc.name, res.keys)
                 if res.truncated_bytes:
                     log.warning("%s: %d bytes past the model's window were not stored as chain blocks",
                                 doc.name, res.truncated_bytes)
@@ -115,9 +126,15 @@ class Runtime:
             mode = "exact" if self.exact.match(question, ids)[0] else "exact-section"
         if mode == "exact":
             return self._ask_exact(question, max_new, t0, mode)
+        if mode == "grafts":
+            return self._ask_grafts(question, max_new, t0)
         return self._ask_sections(question, mode, max_new, t0)
 
-    def _check_window(self, n: int, max_new: int) -> None:
+    def chat(self, clear_context: bool = False, window_turns: int = 4) -> ChatSession:
+        """A conversation with memory: `send(text) -> Reply` per turn (grm/runtime/chat.py)."""
+        return ChatSession(self, clear_context=clear_context, window_turns=window_turns)
+
+    def check_window(self, n: int, max_new: int) -> None:
         if n + max_new > self.dialect.max_positions:
             raise UserInputError(
                 f"prompt too long: {n} tokens + {max_new} to generate exceed the model's "
@@ -128,7 +145,7 @@ class Runtime:
         """Cache + next-token logits for `prompt` read after the sinks, stored blocks loaded.
         Returns (cache, logits, seats used, tokens from memory, prefix)."""
         ids = self.lm.tokenizer.encode(prompt)
-        self._check_window(len(self.exact.sink_ids) + len(ids), max_new)
+        self.check_window(len(self.exact.sink_ids) + len(ids), max_new)
         prefix = self.exact.load_prefix(prompt, ids)
         rest_ids = ids[prefix.matched_tokens:]
         kv, from_memory = prefix.kv, prefix.tokens
@@ -155,10 +172,9 @@ class Runtime:
 
     def _ask_sections(self, question: str, mode: str, max_new: int, t0: float) -> Answer:
         """exact-section: [sinks | selected section's stored K/V | question]; rag-text: the same
-        section re-read as text; grafts: the top-k sections re-seated side by side, the most
-        relevant nearest the question."""
+        section re-read as text."""
         tok = self.lm.tokenizer
-        hits = self.sections.select(question, k=self.config.graft_k if mode == "grafts" else 1)
+        hits = self.sections.select(question, k=1)
         if not hits:
             log.warning("no stored section matches the question; answering without memory")
             return self._ask_none(question, max_new, t0)
@@ -172,7 +188,7 @@ class Runtime:
                 kv = None
             else:
                 kv, ids = self.sections.load(hit.record)
-            self._check_window(seat + len(ids) + len(q_ids), max_new)
+            self.check_window(seat + len(ids) + len(q_ids), max_new)
             if kv is None:  # rag-text, or a miss: read the section's text (after the sinks' seats)
                 prefill(self.lm.model, cache, ids, seat)
             else:
@@ -188,7 +204,29 @@ class Runtime:
             answer=text, mode=mode, ttft_s=ttft, total_s=time.perf_counter() - t0, prompt_tokens=seat,
             tokens_from_memory=from_memory, tokens_computed=seat - from_memory,
             mounted=[{"id": h.record.key, "score": round(h.score, 4)} for h in hits],
-            lossy=mode == "grafts" and len(hits) > 1,
+        )
+
+    def _ask_grafts(self, question: str, max_new: int, t0: float) -> Answer:
+        """[sinks | the top routed grafts, least relevant first | question]. Composed grafts never
+        attended to each other, so the answer is not an exact hit (lossy) once two are mounted."""
+        routed = self.grafts.route(question)
+        if not routed:
+            log.warning("no stored graft matches the question; answering without memory")
+            return self._ask_none(question, max_new, t0)
+        mounts = [Mount(r.graft.id, list(r.graft.ids), r.graft.seat, self.residency.get(r.graft.id), r.score)
+                  for r in reversed(routed)]
+        q_ids = self.lm.tokenizer.encode(question_text(question))
+        sinks = self.exact.sinks()
+        self.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
+        arena = build(self.lm.model, self.dialect, sinks, mounts, repair=self.config.repair)
+        logits = prefill(self.lm.model, arena.cache, q_ids, arena.seat)
+        seat = arena.seat + len(q_ids)
+        text, _ids, ttft = greedy(self.lm.model, self.lm.tokenizer, arena.cache, logits, seat, max_new, t0)
+        self.residency.end_turn()
+        return Answer(
+            answer=text, mode="grafts", ttft_s=ttft, total_s=time.perf_counter() - t0, prompt_tokens=seat,
+            tokens_from_memory=arena.from_memory, tokens_computed=seat - arena.from_memory,
+            mounted=[r.to_json() for r in routed], lossy=len(routed) > 1,
         )
 
     def stored_text(self) -> str:
@@ -207,7 +245,7 @@ class Runtime:
         sinks = list(tok.sink_ids)
         q_ids = tok.encode(question_text(question))
         room = self.dialect.max_positions - len(sinks) - len(q_ids) - max_new
-        self._check_window(len(sinks) + len(q_ids), max_new)
+        self.check_window(len(sinks) + len(q_ids), max_new)
         ctx = tok.encode(self.stored_text())[-room:] if room > 0 else []
         ids = sinks + ctx + q_ids
         cache = new_cache()

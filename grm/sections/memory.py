@@ -16,7 +16,7 @@ from typing import Callable
 from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
-from grm.route import Hit, LexicalConfig, search
+from grm.route import CHANNELS, Hit, LexicalConfig, combine, search
 from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, routing_key, score
 from grm.store import Record
 
@@ -34,8 +34,6 @@ class SectionConfig:
         if self.dense_weight < 0:
             raise ValueError("dense_weight must be >= 0")
 
-
-CHANNELS = ("combined", "lexical", "dense")
 
 
 class SectionMemory:
@@ -71,7 +69,7 @@ class SectionMemory:
         data = text.encode()
         ex.store.put(ex.tenant, "document", hashlib.sha256(data).hexdigest(), payload=data,
                      meta={"name": name, "layout": "sections", "blocks": fps, "bytes": len(data)})
-        return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections))
+        return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections), keys=fps)
 
     def select(self, question: str, k: int = 1, channel: str = "combined") -> list[Hit]:
         """The k sections that best match `question` (CPU only, no generation), best first, each
@@ -82,22 +80,8 @@ class SectionMemory:
         lexical = {} if channel == "dense" else {
             h.record.key: h for h in search(ex.store, ex.tenant, question, "block", self.config.lexical,
                                             keep=lambda r: r.parent == ex.sink_fp)}
-        if channel == "lexical" or (channel == "combined" and self.config.dense_weight == 0):
-            return sorted(lexical.values(), key=lambda h: -h.score)[:k]
-        dense = self._dense_scores(question)
-        if not dense:
-            return sorted(lexical.values(), key=lambda h: -h.score)[:k]
-        lo, hi = min(c for _, c in dense.values()), max(c for _, c in dense.values())
-        best_lex = max((h.score for h in lexical.values()), default=0.0) or 1.0
-        hits = []
-        for key, (rec, cos) in dense.items():
-            lex = lexical.get(key)
-            d = (cos - lo) / (hi - lo) if hi > lo else 0.0
-            combined = (lex.score / best_lex if lex else 0.0) + self.config.dense_weight * d
-            value = d if channel == "dense" else combined
-            hits.append(Hit(rec, value, lex.bm25 if lex else 0.0, lex.identifiers if lex else (), cos))
-        hits.sort(key=lambda h: -h.score)
-        return hits[:k]
+        dense = {} if channel == "lexical" else self._dense_scores(question)
+        return combine(lexical, dense, channel, self.config.dense_weight)[:k]
 
     def _dense_scores(self, question: str) -> dict[str, tuple[Record, float]]:
         """key -> (record, cosine of the question's routing key with the section's), for every

@@ -110,7 +110,8 @@ def test_every_channel_selects_and_explains(rt):
     question = "Which variety ripens after the first frost?"
     for channel in ("lexical", "dense", "combined"):
         hits = rt.sections.select(question, k=2, channel=channel)
-        assert len(hits) == 2 and hits[0].score >= hits[1].score
+        # lexical needs a content word in common (function words are not evidence); dense ranks all
+        assert len(hits) == (1 if channel == "lexical" else 2) and hits[0].score >= hits[-1].score
     combined = rt.sections.select(question, k=1)[0]
     assert "Copper Wren" in combined.record.text and combined.bm25 > 0 and -1.0 <= combined.dense <= 1.0
     with pytest.raises(ValueError):

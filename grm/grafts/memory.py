@@ -1,0 +1,243 @@
+"""Graft memory: harvest spans into grafts, route a query to them, load them fail-closed, slice them.
+
+Lifecycle: the runtime builds one `GraftMemory` over its `ExactMemory` (which owns the sinks and
+the payload binding checks). Sections ingest calls `adopt_blocks` (a document graft per section,
+sharing the section's payload); a chat turn calls `harvest` with the span it read; a question
+calls `route`, then `load` (through the paging planes) for what it mounts. Grafts are never
+edited: `retire` and `slice` write new record versions / new records, lineage kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from grm.errors import UserInputError
+from grm.exact import ExactMemory
+from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
+from grm.kv import KV, cache_from_kv, kv_from_cache
+from grm.kv.forward import prefill
+from grm.route import CHANNELS, Hit, LexicalConfig, combine, search
+from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, score, span_keys
+from grm.store import Record
+
+log = logging.getLogger("grm.grafts")
+
+
+@dataclass(frozen=True)
+class RouteConfig:
+    k: int = 3  # at most this many grafts mounted for a query
+    seat_budget: int = 1536  # at most this many seats of mounted grafts
+    # mount only grafts scoring >= this fraction of the best one, or holding one of the query's
+    # identifiers (a name or number pins a memory down whatever its score): a weak second graft
+    # mostly distracts a small model (turn-50 script: 7/8 at 0.6, see bench/results/grafts.md)
+    relative_floor: float = 0.75
+    # combined channel: mount only grafts the lexical channel found (the dense channel re-ranks
+    # them); without it, a turn with nothing in common with memory still mounts the densest
+    # neighbours, and one wrong answer they provoke is harvested and provokes the next (measured)
+    require_lexical: bool = True
+    dense_weight: float = 0.5  # combined = lexical / best lexical + dense_weight * dense in [0, 1]
+    channel: str = "combined"  # combined | lexical | dense
+    lexical: LexicalConfig = LexicalConfig()
+    dense: DenseConfig = DenseConfig()
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.seat_budget < 1:
+            raise ValueError("k and seat_budget must be >= 1")
+        if not 0 <= self.relative_floor <= 1 or self.dense_weight < 0:
+            raise ValueError("relative_floor must be in [0, 1] and dense_weight >= 0")
+        if self.channel not in CHANNELS:
+            raise ValueError(f"channel must be one of {CHANNELS}")
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A graft chosen for a query, and why: its combined score and each channel's part."""
+
+    graft: Graft
+    score: float
+    bm25: float
+    identifiers: tuple[str, ...]
+    dense: float
+
+    def to_json(self) -> dict:
+        return {"id": self.graft.id, "score": round(self.score, 4)}
+
+    def why(self) -> dict:
+        return {"id": self.graft.id, "score": round(self.score, 4), "bm25": round(self.bm25, 4),
+                "dense_cosine": round(self.dense, 4), "identifiers": list(self.identifiers)}
+
+
+class GraftMemory:
+    def __init__(self, exact: ExactMemory, config: RouteConfig = RouteConfig()) -> None:
+        self.exact, self.config = exact, config
+        self.store, self.tenant, self.lm = exact.store, exact.tenant, exact.lm
+
+    # ----- reading records ---------------------------------------------------------------------
+    def _mine(self, rec: Record | None) -> bool:
+        return rec is not None and rec.state == "active" and rec.meta.get("identity") == self.lm.identity
+
+    def get(self, gid: str) -> Graft:
+        """The graft `gid` of this tenant and model; UserInputError if there is none."""
+        rec = self.store.get(self.tenant, KIND, gid) if isinstance(gid, str) and gid else None
+        if rec is None or rec.meta.get("identity") != self.lm.identity:
+            raise UserInputError(f"unknown graft id {gid!r} (see `grm grafts list`)")
+        return Graft.from_record(rec)
+
+    def grafts(self, kind: str | None = None, include_retired: bool = False) -> list[Graft]:
+        """This tenant's grafts of this model, oldest first."""
+        out = [Graft.from_record(r) for r in self.store.records(self.tenant, KIND) if self._mine(r)]
+        out = [g for g in out if (kind is None or g.kind == kind) and (include_retired or not g.retired)]
+        return sorted(out, key=lambda g: (g.created, g.record.lsn))
+
+    def load(self, gid: str) -> KV | None:
+        """The graft's K/V as stored (keys at its origin seat), verified; None = miss."""
+        rec = self.store.get(self.tenant, KIND, gid)
+        if not self._mine(rec):
+            return None
+        g = Graft.from_record(rec)
+        ex = self.exact
+        if g.block is not None:
+            block = self.store.get(self.tenant, "block", g.block)
+            if block is None:
+                ex.counters["block_misses"] += 1
+                return None
+            return ex.verified(block, self.tenant, block.key, block.parent or "", g.seat, list(g.ids), g.text)
+        return ex.verified(rec, self.tenant, g.id, PAYLOAD_PARENT, g.seat, list(g.ids), g.text)
+
+    # ----- writing -----------------------------------------------------------------------------
+    def _routing_keys(self, kv: KV | None, ids: list[int], standalone_seat: int | None) -> str:
+        """Dense keys of a span READ ALONE after the sinks: from `kv` when that is already how it
+        was read (`standalone_seat` given), else from one forward pass over `ids`."""
+        ex = self.exact
+        if kv is None or standalone_seat is None:
+            sinks = ex.sinks()
+            cache = cache_from_kv(sinks)
+            prefill(self.lm.model, cache, ids, sinks.tokens)
+            kv, standalone_seat = kv_from_cache(cache, sinks.tokens), sinks.tokens
+        return encode_key(span_keys(kv, ex.dialect, standalone_seat, self.config.dense))
+
+    def harvest(self, kv: KV, seat: int, text: str, ids: list[int], kind: str = "evidence", *,
+                sources: tuple[str, ...] = (), salt: str = "", extra: dict | None = None,
+                standalone: bool = False, parent: str | None = None, span: tuple[int, int] | None = None) -> Graft:
+        """Store `kv` (the span `ids`/`text`, keys as read at seats seat..) as a graft, durably.
+        `standalone`: the span was read alone right after the sinks, so its routing keys come from
+        `kv` itself; otherwise the span is read alone once more to compute them."""
+        if kind not in GRAFT_KINDS:
+            raise UserInputError(f"bad graft kind {kind!r}: one of {', '.join(GRAFT_KINDS)}")
+        if kv.tokens != len(ids) or not ids:
+            raise ValueError(f"a graft needs its K/V ({kv.tokens} tokens) to match its ids ({len(ids)})")
+        ex = self.exact
+        gid = graft_id(self.lm.identity, self.tenant, kind, seat, text, ids, salt)
+        if self.store.get(self.tenant, KIND, gid) is not None:
+            return self.get(gid)  # idempotent: the same span harvested again
+        dense = self._routing_keys(kv, ids, seat if standalone else None)
+        meta = {"identity": self.lm.identity, "kind": kind, "seat": seat, "tokens": len(ids), "ids": list(ids),
+                "created": time.time(), "sources": list(sources), "dense": dense, **(extra or {})}
+        if span is not None:
+            meta["span"] = list(span)
+        payload = kv.to_bytes(ex.bind(self.tenant, gid, PAYLOAD_PARENT, seat, text, ids))
+        self.store.put(self.tenant, KIND, gid, parent=parent, text=text, payload=payload, meta=meta)
+        return self.get(gid)
+
+    def adopt_blocks(self, doc_name: str, block_keys: list[str]) -> list[Graft]:
+        """A document graft for each section block (read alone after the sinks), sharing its
+        payload and its dense key; idempotent."""
+        out = []
+        for key in block_keys:
+            block = self.store.get(self.tenant, "block", key)
+            if block is None or block.parent != self.exact.sink_fp:
+                continue
+            ids = self.lm.tokenizer.encode(block.text or "")
+            seat = int(block.meta.get("seat", 0))
+            gid = graft_id(self.lm.identity, self.tenant, "document", seat, block.text or "", ids, key)
+            if self.store.get(self.tenant, KIND, gid) is None:
+                dense = block.meta.get("dense") or self._routing_keys(None, ids, None)
+                self.store.put(self.tenant, KIND, gid, text=block.text, meta={
+                    "identity": self.lm.identity, "kind": "document", "seat": seat, "tokens": len(ids), "ids": ids,
+                    "created": time.time(), "sources": [doc_name], "block": key, "dense": dense})
+            out.append(self.get(gid))
+        return out
+
+    def slice(self, gid: str, spans: list[tuple[int, int]]) -> list[Graft]:
+        """Cut graft `gid` into child grafts along token spans [start, end): each gets its own
+        payload slice (keys keep their seats), routing keys and lineage to the parent."""
+        g = self.get(gid)
+        if not spans:
+            raise UserInputError("slice needs at least one span")
+        for a, b in spans:
+            if not (0 <= a < b <= g.tokens):
+                raise UserInputError(f"span [{a}, {b}) is not inside graft {gid[:12]} ({g.tokens} tokens)")
+        kv = self.load(gid)
+        if kv is None:
+            raise UserInputError(f"graft {gid[:12]} has no payload that verifies; cannot slice it")
+        tok = self.lm.tokenizer
+        children = []
+        for a, b in spans:
+            ids = list(g.ids[a:b])
+            text = tok.decode(ids)
+            children.append(self.harvest(kv.slice(a, b), g.seat + a, text, ids, g.kind, sources=(g.id,),
+                                         salt=f"slice:{g.id}:{a}:{b}", parent=g.id, span=(a, b)))
+        return children
+
+    def retire(self, gids: list[str], into: str) -> None:
+        """Mark grafts as folded into `into` (kept, never routed): a new version of each record."""
+        for gid in gids:
+            rec = self.store.get(self.tenant, KIND, gid)
+            if rec is None:
+                continue
+            meta = dict(rec.meta, retired=True, folded_into=into)
+            self.store.put(self.tenant, KIND, gid, parent=rec.parent, text=rec.text, meta=meta,
+                           payload=self.store.read_payload(rec) if rec.payload else None)
+
+    # ----- routing -----------------------------------------------------------------------------
+    def route(self, query: str, *, exclude: frozenset[str] = frozenset(), channel: str | None = None,
+              k: int | None = None, seat_budget: int | None = None) -> list[Routed]:
+        """The grafts to mount for `query`, best first, that fit the seat budget, each with its
+        scores. Retired grafts, other models' grafts and `exclude` are never chosen."""
+        if not query or not query.strip():
+            raise UserInputError("empty query")
+        cfg = self.config
+        channel = channel or cfg.channel
+        k = k or cfg.k
+        budget = seat_budget or cfg.seat_budget
+
+        def keep(rec: Record) -> bool:
+            return self._mine(rec) and not rec.meta.get("retired") and rec.key not in exclude
+
+        lexical = {} if channel == "dense" else {
+            h.record.key: h for h in search(self.store, self.tenant, query, KIND, cfg.lexical, keep=keep)}
+        dense = {} if channel == "lexical" else self._dense_scores(query, keep)
+        hits: list[Hit] = combine(lexical, dense, channel, cfg.dense_weight)
+        if channel == "combined" and cfg.require_lexical:
+            hits = [h for h in hits if h.record.key in lexical]
+        if not hits:
+            return []
+        floor = hits[0].score * cfg.relative_floor if hits[0].score > 0 else float("-inf")
+        out, used, taken = [], 0, set()
+        for h in hits:
+            if len(out) == k:
+                break
+            if h.score < floor and not h.identifiers:
+                continue
+            g = Graft.from_record(h.record)
+            if used + g.tokens > budget or g.id in taken or (g.parent and g.parent in taken):
+                continue  # over the seat budget, or a slice of what is mounted already (or its parent)
+            taken.update((g.id, g.parent) if g.parent else (g.id,))
+            out.append(Routed(g, h.score, h.bm25, h.identifiers, h.dense))
+            used += g.tokens
+        return out
+
+    def _dense_scores(self, query: str, keep) -> dict[str, tuple[Record, float]]:
+        ex = self.exact
+        ids = self.lm.tokenizer.encode(query.strip())
+        q = query_key(self.lm.model, ex.sinks(), ids, ex.dialect, self.config.dense)
+        out = {}
+        for rec in self.store.records(self.tenant, KIND):
+            if keep(rec):
+                key = decode_key(rec.meta.get("dense", ""), q)
+                if key is not None:
+                    out[rec.key] = (rec, score(q, key))
+        return out
+

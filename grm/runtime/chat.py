@@ -1,0 +1,144 @@
+"""The memory chat: every turn routes over memory, mounts, answers, and harvests itself as a graft.
+
+A turn, in order:
+1. route the user's text over this tenant's grafts (retired ones and the live window excluded);
+2. build the arena `[sinks | mounted grafts, least relevant first | live window | turn]`: with
+   `clear_context` the live window is empty, so anything older than this turn comes back only
+   through memory; without it the last `window_turns` turns stay live beside the mounted memory;
+3. read `User: <text>\nAssistant:` and generate greedily;
+4. harvest the turn (user text + the answer as generated, plus a blank line) straight out of the
+   live cache as an evidence graft, stored durably: a later turn, or a later process on the same
+   store, can route to it;
+5. page the device plane back under its byte budget.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from grm.errors import UserInputError
+from grm.grafts import Mount, build
+from grm.kv import kv_from_cache
+from grm.kv.forward import prefill
+from grm.runtime.generate import greedy
+
+if TYPE_CHECKING:
+    from grm.runtime.runtime import Runtime
+
+TURN_PROMPT = "User: {text}\nAssistant:"
+TURN_END = "\n\n"  # ends every harvested turn, so mounted turns read as separate exchanges
+MAX_TURN_CHARS = 16_000
+
+
+@dataclass
+class Reply:
+    turn: int
+    user: str
+    answer: str
+    mounted: list[dict] = field(default_factory=list)  # [{id, score}], best first
+    harvested: str | None = None  # the graft id this turn was stored as
+    seats_resident: int = 0  # seats in the arena at the end of the turn (sinks, memory, window, turn)
+    mounted_seats: int = 0  # seats taken by mounted memory
+    device_bytes: int = 0  # graft K/V resident on the device plane after the turn
+    peak_device_bytes: int = 0  # the most resident during the turn
+    page_ins: int = 0  # payloads paged into the device plane this turn
+    page_outs: int = 0
+    store_reads: int = 0  # payloads read (and verified) from the store this turn
+    tokens_from_memory: int = 0
+    tokens_computed: int = 0
+    timings: dict = field(default_factory=dict)  # seconds: route, mount, ttft, generate, harvest, total
+    why: list[dict] = field(default_factory=list)  # per mounted graft: score, bm25, dense cosine, identifiers
+    command: str | None = None  # the memory command this line was, if it was one
+    changed: bool = False  # whether a command changed memory
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class ChatSession:
+    def __init__(self, rt: "Runtime", clear_context: bool = False, window_turns: int = 4,
+                 commands: Callable[[str, "ChatSession"], Reply | None] | None = None) -> None:
+        if window_turns < 0:
+            raise UserInputError("window_turns must be >= 0")
+        self.rt, self.clear_context = rt, clear_context
+        self.window: deque[str] = deque(maxlen=window_turns or None) if window_turns else deque(maxlen=0)
+        self.session = secrets.token_hex(8)
+        self.turn = 0
+        self.commands = commands  # a memory-command handler: returns a Reply, or None for a chat turn
+
+    def send(self, text: str) -> Reply:
+        """One turn: route, mount, answer, harvest. UserInputError on an empty or oversized turn."""
+        if not isinstance(text, str) or not text.strip():
+            raise UserInputError("empty chat turn")
+        text = text.strip()
+        if len(text) > MAX_TURN_CHARS:
+            raise UserInputError(f"chat turn of {len(text)} characters; at most {MAX_TURN_CHARS}")
+        self.turn += 1
+        if self.commands is not None:
+            reply = self.commands(text, self)
+            if reply is not None:
+                return reply
+        return self._answer(text)
+
+    def _answer(self, text: str) -> Reply:
+        rt, t0 = self.rt, time.perf_counter()
+        tok, model = rt.lm.tokenizer, rt.lm.model
+        reads0, ins0 = rt.residency.counters["host_page_ins"], rt.residency.counters["device_page_ins"]
+        live = [] if self.clear_context else list(self.window)
+        routed = rt.grafts.route(text, exclude=frozenset(live))
+        t_route = time.perf_counter()
+        mounts = []
+        for r in reversed(routed):  # least relevant first: the best one ends nearest the turn
+            mounts.append(Mount(r.graft.id, list(r.graft.ids), r.graft.seat, rt.residency.get(r.graft.id), r.score))
+        for gid in live:
+            g = rt.grafts.get(gid)
+            mounts.append(Mount(gid, list(g.ids), g.seat, rt.residency.get(gid)))
+        prompt_ids = tok.encode(TURN_PROMPT.format(text=text))
+        sinks = rt.exact.sinks()
+        needed = sinks.tokens + sum(len(m.ids) for m in mounts) + len(prompt_ids)
+        rt.check_window(needed, rt.config.max_new_tokens + 4)
+        arena = build(model, rt.dialect, sinks, mounts, repair=rt.config.repair)
+        t_mount = time.perf_counter()
+        start = arena.seat
+        logits = prefill(model, arena.cache, prompt_ids, start)
+        answer, gen_ids, ttft = greedy(model, tok, arena.cache, logits, start + len(prompt_ids),
+                                       rt.config.max_new_tokens, t0)
+        t_gen = time.perf_counter()
+        graft_id = self._harvest(arena, start, prompt_ids, gen_ids)
+        t_harvest = time.perf_counter()
+        if not self.clear_context and self.window.maxlen:
+            self.window.append(graft_id)
+        paging = rt.residency.end_turn()
+        end = arena.cache.get_seq_length()
+        return Reply(
+            turn=self.turn, user=text, answer=answer, mounted=[r.to_json() for r in routed], harvested=graft_id,
+            seats_resident=end, mounted_seats=sum(r.graft.tokens for r in routed),
+            device_bytes=paging["device_bytes"], peak_device_bytes=paging["peak_device_bytes"],
+            page_ins=rt.residency.counters["device_page_ins"] - ins0, page_outs=paging["page_outs"],
+            store_reads=rt.residency.counters["host_page_ins"] - reads0,
+            tokens_from_memory=arena.from_memory, tokens_computed=end - arena.from_memory,
+            timings={"route_s": round(t_route - t0, 4), "mount_s": round(t_mount - t_route, 4),
+                     "ttft_s": round(ttft, 4), "generate_s": round(t_gen - t_mount, 4),
+                     "harvest_s": round(t_harvest - t_gen, 4), "total_s": round(t_harvest - t0, 4)},
+            why=[r.why() for r in routed],
+        )
+
+    def _harvest(self, arena, start: int, prompt_ids: list[int], gen_ids: list[int]) -> str:
+        """Store the turn as read: prompt + generated tokens (+ a blank line unless the answer
+        ended with one), sliced out of the live cache; tokens generated but not yet read are read."""
+        rt = self.rt
+        tok = rt.lm.tokenizer
+        ids = prompt_ids + gen_ids
+        if not tok.decode(gen_ids).endswith(TURN_END):
+            ids = ids + tok.encode(TURN_END)
+        cached = arena.cache.get_seq_length() - start
+        if cached < len(ids):
+            prefill(rt.lm.model, arena.cache, ids[cached:], start + cached)
+        kv = kv_from_cache(arena.cache, start, start + len(ids))
+        g = rt.grafts.harvest(kv, start, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
+                              extra={"session": self.session, "turn": self.turn})
+        return g.id
