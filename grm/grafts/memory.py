@@ -70,9 +70,12 @@ class Routed:
 
 
 class GraftMemory:
-    def __init__(self, exact: ExactMemory, config: RouteConfig = RouteConfig()) -> None:
-        self.exact, self.config = exact, config
+    def __init__(self, exact: ExactMemory, config: RouteConfig = RouteConfig(), archive=None) -> None:
+        """`archive`: an ArchiveTier (grm/archive/tier.py) to mount document grafts from once their
+        block was demoted and its exact payload dropped: lossy, and reported so (`lossy_ids`)."""
+        self.exact, self.config, self.archive = exact, config, archive
         self.store, self.tenant, self.lm = exact.store, exact.tenant, exact.lm
+        self.lossy_ids: set[str] = set()  # grafts whose last load came from the archive tier
 
     # ----- reading records ---------------------------------------------------------------------
     def _mine(self, rec: Record | None) -> bool:
@@ -100,10 +103,18 @@ class GraftMemory:
         ex = self.exact
         if g.block is not None:
             block = self.store.get(self.tenant, "block", g.block)
-            if block is None:
+            kv = None
+            if block is not None:
+                kv = ex.verified(block, self.tenant, block.key, block.parent or "", g.seat, list(g.ids), g.text)
+            if kv is None and self.archive is not None:
+                mount = self.archive.load(self.tenant, g.block, at_seat=g.seat)
+                if mount is not None and mount.kv.tokens == g.tokens:
+                    self.lossy_ids.add(gid)
+                    return mount.kv
+            if kv is None and block is None:
                 ex.counters["block_misses"] += 1
-                return None
-            return ex.verified(block, self.tenant, block.key, block.parent or "", g.seat, list(g.ids), g.text)
+            self.lossy_ids.discard(gid)
+            return kv
         return ex.verified(rec, self.tenant, g.id, PAYLOAD_PARENT, g.seat, list(g.ids), g.text)
 
     # ----- writing -----------------------------------------------------------------------------

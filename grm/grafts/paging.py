@@ -47,6 +47,7 @@ class Residency:
                          "device_hits": 0, "misses": 0}
         self.peak_device_bytes = 0
         self._turn_peak = 0
+        self._said_over_budget = False
 
     @property
     def device_bytes(self) -> int:
@@ -94,8 +95,10 @@ class Residency:
             graft_id, kv = self._device.popitem(last=False)
             outs += 1
             if kv.nbytes > self.config.device_budget:
-                log.info("graft %s (%d bytes) exceeds the device budget (%d bytes): mounted for the turn, paged out",
-                         graft_id[:12], kv.nbytes, self.config.device_budget)
+                level = logging.INFO if self._said_over_budget else logging.WARNING
+                self._said_over_budget = True  # said once as a warning, then at info level
+                log.log(level, "graft %s (%d bytes) is larger than the device budget (%d bytes): mounted for "
+                        "the turn, paged out after it", graft_id[:12], kv.nbytes, self.config.device_budget)
         self.counters["device_page_outs"] += outs
         report = {"peak_device_bytes": self._turn_peak, "device_bytes": self.device_bytes, "page_outs": outs}
         self._turn_peak = self.device_bytes

@@ -31,7 +31,9 @@ from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_WORDS = 6
 
-_CLAUSE = re.compile(r"[!?;\n]|(?<!\d)\.|\.(?!\d)|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)", re.IGNORECASE)
+# a period ends a clause unless it is inside a number (3.5) or ends a title ("Dr. Okafor")
+_TITLES = "".join(rf"(?<!\b{t})" for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Prof", "Jr", "Sr", "Mt"))
+_CLAUSE = re.compile(r"[!?;\n]|" + _TITLES + r"(?:(?<!\d)\.|\.(?!\d))|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)", re.IGNORECASE)
 _NAME = re.compile(r"\b(?:call me|i am called|i'm called)\s+(?P<v>.+)", re.IGNORECASE)
 _AGE = re.compile(r"\bi(?:\s+am|'m)\s+(?P<v>\d{1,3})\s+years?\s+old\b", re.IGNORECASE)

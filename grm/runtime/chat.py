@@ -1,6 +1,8 @@
 """The memory chat: every turn routes over memory, mounts, answers, and harvests itself as a graft.
 
-A turn, in order:
+A line that is a memory command (grm/policy/grammar.py: `remember permanently: ...`, `correct
+memory: X => Y`, `forget: ...`, ...) is executed by the policy plane and answered with its result;
+it is not a chat turn and nothing is generated. Any other line is a turn, in order:
 1. route the user's text over this tenant's grafts (retired ones and the live window excluded);
 2. build the arena `[sinks | mounted grafts, least relevant first | live window | turn]`: with
    `clear_context` the live window is empty, so anything older than this turn comes back only
@@ -9,7 +11,11 @@ A turn, in order:
 4. harvest the turn (user text + the answer as generated, plus a blank line) straight out of the
    live cache as an evidence graft, stored durably: a later turn, or a later process on the same
    store, can route to it;
-5. page the device plane back under its byte budget.
+5. let the policy plane extract facts from the user's text (the model's answer is not evidence),
+   fold old turns into digests when folding is on, and page the device plane back under its byte
+   budget.
+Routing skips what the policy plane says is no longer true or was folded away, and expands a
+routed digest to its best source turn (descent); grm/runtime/policy_glue.py.
 """
 
 from __future__ import annotations
@@ -18,19 +24,21 @@ import secrets
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from grm.errors import UserInputError
 from grm.grafts import Mount, build
-from grm.kv import kv_from_cache
+from grm.kv import crop, kv_from_cache
 from grm.kv.forward import prefill
 from grm.runtime.generate import greedy
+from grm.runtime.policy_glue import PolicyGlue, evidence_id
 
 if TYPE_CHECKING:
     from grm.runtime.runtime import Runtime
 
 TURN_PROMPT = "User: {text}\nAssistant:"
 TURN_END = "\n\n"  # ends every harvested turn, so mounted turns read as separate exchanges
+TURN_STOPS = ("\nUser:", "\nAssistant:")  # the model starting the next exchange ends its answer
 MAX_TURN_CHARS = 16_000
 
 
@@ -52,6 +60,7 @@ class Reply:
     tokens_computed: int = 0
     timings: dict = field(default_factory=dict)  # seconds: route, mount, ttft, generate, harvest, total
     why: list[dict] = field(default_factory=list)  # per mounted graft: score, bm25, dense cosine, identifiers
+    lossy: bool = False  # something mounted came from the archive tier (dequantized, not exact)
     command: str | None = None  # the memory command this line was, if it was one
     changed: bool = False  # whether a command changed memory
 
@@ -60,15 +69,19 @@ class Reply:
 
 
 class ChatSession:
-    def __init__(self, rt: "Runtime", clear_context: bool = False, window_turns: int = 4,
-                 commands: Callable[[str, "ChatSession"], Reply | None] | None = None) -> None:
+    def __init__(self, rt: "Runtime", clear_context: bool = False, window_turns: int = 4, fold: bool = False,
+                 digester=None, policy: dict | None = None) -> None:
         if window_turns < 0:
             raise UserInputError("window_turns must be >= 0")
         self.rt, self.clear_context = rt, clear_context
-        self.window: deque[str] = deque(maxlen=window_turns or None) if window_turns else deque(maxlen=0)
-        self.session = secrets.token_hex(8)
+        self.window: deque[str] = deque(maxlen=window_turns)
+        self.session = secrets.token_hex(4)
         self.turn = 0
-        self.commands = commands  # a memory-command handler: returns a Reply, or None for a chat turn
+        self.glue = PolicyGlue(rt, self.session, policy)
+        self.fold, self.digester = fold, digester  # fold old turns after each turn (digester: a custom one)
+        for fact in self.glue.policy.facts():  # facts written without the model (`grm memory`) get grafts
+            if not fact.graft:
+                self.glue.policy.attach_graft(fact.id, self.glue.fact_graft(fact))
 
     def send(self, text: str) -> Reply:
         """One turn: route, mount, answer, harvest. UserInputError on an empty or oversized turn."""
@@ -78,18 +91,24 @@ class ChatSession:
         if len(text) > MAX_TURN_CHARS:
             raise UserInputError(f"chat turn of {len(text)} characters; at most {MAX_TURN_CHARS}")
         self.turn += 1
-        if self.commands is not None:
-            reply = self.commands(text, self)
-            if reply is not None:
-                return reply
-        return self._answer(text)
+        t0 = time.perf_counter()
+        result = self.glue.policy.handle(text, evidence_id=evidence_id(self.session, self.turn))
+        if result is not None:
+            return Reply(turn=self.turn, user=text, answer=result.text, command=result.command or "command",
+                         changed=result.changed, timings={"total_s": round(time.perf_counter() - t0, 4)})
+        reply = self._answer(text)
+        self.glue.policy.observe(text, evidence_id=evidence_id(self.session, self.turn))
+        if self.fold:
+            self.glue.fold(digester=self.digester)
+        return reply
 
     def _answer(self, text: str) -> Reply:
         rt, t0 = self.rt, time.perf_counter()
         tok, model = rt.lm.tokenizer, rt.lm.model
         reads0, ins0 = rt.residency.counters["host_page_ins"], rt.residency.counters["device_page_ins"]
         live = [] if self.clear_context else list(self.window)
-        routed = rt.grafts.route(text, exclude=frozenset(live))
+        exclude = frozenset(live) | self.glue.exclusions()
+        routed = self.glue.descend(rt.grafts.route(text, exclude=exclude), text, exclude)
         t_route = time.perf_counter()
         mounts = []
         for r in reversed(routed):  # least relevant first: the best one ends nearest the turn
@@ -106,7 +125,7 @@ class ChatSession:
         start = arena.seat
         logits = prefill(model, arena.cache, prompt_ids, start)
         answer, gen_ids, ttft = greedy(model, tok, arena.cache, logits, start + len(prompt_ids),
-                                       rt.config.max_new_tokens, t0)
+                                       rt.config.max_new_tokens, t0, TURN_STOPS)
         t_gen = time.perf_counter()
         graft_id = self._harvest(arena, start, prompt_ids, gen_ids)
         t_harvest = time.perf_counter()
@@ -125,19 +144,24 @@ class ChatSession:
                      "ttft_s": round(ttft, 4), "generate_s": round(t_gen - t_mount, 4),
                      "harvest_s": round(t_harvest - t_gen, 4), "total_s": round(t_harvest - t0, 4)},
             why=[r.why() for r in routed],
+            lossy=any(m.id in rt.grafts.lossy_ids for m in mounts),
         )
 
     def _harvest(self, arena, start: int, prompt_ids: list[int], gen_ids: list[int]) -> str:
-        """Store the turn as read: prompt + generated tokens (+ a blank line unless the answer
-        ended with one), sliced out of the live cache; tokens generated but not yet read are read."""
+        """Store the turn as read: the prompt and the generated tokens (up to where the answer was
+        cut: a blank line, or the model starting the next exchange), then a blank line, sliced out
+        of the live cache; tokens not yet read (the last generated, the blank line) are read now."""
         rt = self.rt
         tok = rt.lm.tokenizer
-        ids = prompt_ids + gen_ids
-        if not tok.decode(gen_ids).endswith(TURN_END):
+        keep = len(gen_ids)
+        while keep and any(stop in tok.decode(gen_ids[:keep]) for stop in TURN_STOPS):
+            keep -= 1
+        ids = prompt_ids + gen_ids[:keep]
+        if not tok.decode(gen_ids[:keep]).endswith(TURN_END):
             ids = ids + tok.encode(TURN_END)
-        cached = arena.cache.get_seq_length() - start
-        if cached < len(ids):
-            prefill(rt.lm.model, arena.cache, ids[cached:], start + cached)
+        cached = min(arena.cache.get_seq_length() - start, len(prompt_ids) + keep)
+        crop(arena.cache, start + cached)
+        prefill(rt.lm.model, arena.cache, ids[cached:], start + cached)
         kv = kv_from_cache(arena.cache, start, start + len(ids))
         g = rt.grafts.harvest(kv, start, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
                               extra={"session": self.session, "turn": self.turn})

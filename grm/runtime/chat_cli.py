@@ -32,7 +32,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        description="Each turn routes over memory, mounts the chosen grafts into the arena "
                        "[sinks | grafts | live tail], answers, and stores the turn (your text + the answer) as a "
                        "new graft. Memory persists in the store: a later `grm chat` remembers. Reads one turn a "
-                       "line from stdin, or from --script FILE (blank lines skipped).")
+                       "line from stdin, or from --script FILE (blank lines skipped). Memory commands work as "
+                       "lines: 'remember permanently: ...', 'remember this for the project: ...', 'forget: ...', "
+                       "'correct memory: OLD => NEW', 'show memory about: ...', 'why do you remember: ...', "
+                       "'pin ID', 'approve review ID', 'cull graft ID into sections', 'set durability: full' "
+                       "(see `grm memory --help`).")
     p.add_argument("--script", metavar="FILE", help="read user turns from FILE, one per non-blank line ('-' = stdin)")
     p.add_argument("--clear-context", action="store_true",
                    help="empty the live context every turn: anything older comes back only through memory")
@@ -46,6 +50,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="recompute the first N tokens of each mounted graft in context (default 0)")
     p.add_argument("--channel", default="combined", choices=["combined", "lexical", "dense"],
                    help="routing channel (default combined)")
+    p.add_argument("--fold", action="store_true",
+                   help="fold old turns into digests (and digests into eras) as the conversation grows")
     p.add_argument("--max-new-tokens", type=int, default=48)
 
     g = sub.add_parser("grafts", help="list, show or slice stored grafts",
@@ -99,7 +105,7 @@ def run_chat(args: argparse.Namespace, open_runtime: Callable[..., object]) -> i
     lines = read_script(args.script) if args.script else None
     with open_runtime(args, graft_k=args.grafts, seat_budget=args.seat_budget, device_budget=args.device_budget,
                       repair=args.repair, channel=args.channel, max_new_tokens=args.max_new_tokens) as rt:
-        session = rt.chat(clear_context=args.clear_context, window_turns=args.window)
+        session = rt.chat(clear_context=args.clear_context, window_turns=args.window, fold=args.fold)
         source = lines if lines is not None else (line.strip() for line in sys.stdin)
         for line in source:
             if not line:

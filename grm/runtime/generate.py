@@ -28,16 +28,20 @@ class Answer:
         return asdict(self)
 
 
-def finish_text(text: str) -> str:
-    """The answer as reported: cut at the first blank line, stripped."""
-    return text.lstrip().split("\n\n", 1)[0].strip()
+def finish_text(text: str, stops: tuple[str, ...] = ()) -> str:
+    """The answer as reported: cut at the first blank line (or any of `stops`), stripped."""
+    text = text.lstrip().split("\n\n", 1)[0]
+    for stop in stops:
+        text = text.split(stop, 1)[0]
+    return text.strip()
 
 
 def greedy(
     model: torch.nn.Module, tok: Tokenizer, cache: DynamicCache, logits: torch.Tensor, seat: int,
-    max_new: int, t0: float,
+    max_new: int, t0: float, stops: tuple[str, ...] = (),
 ) -> tuple[str, list[int], float]:
-    """Generate from `logits` (the prompt's last position). Returns (text, ids, ttft_s)."""
+    """Generate from `logits` (the prompt's last position). Returns (text, ids, ttft_s). Stops at
+    an end-of-turn token, a blank line after some text, or any string of `stops`."""
     ids: list[int] = []
     ttft = 0.0
     for i in range(max_new):
@@ -47,9 +51,10 @@ def greedy(
         if token in tok.eos_ids:
             break
         ids.append(token)
-        if "\n\n" in tok.decode(ids).lstrip():  # a blank line after some text ends the answer
+        text = tok.decode(ids).lstrip()
+        if "\n\n" in text or any(stop in text for stop in stops):  # a blank line after some text ends it
             break
         if i + 1 < max_new:
             logits = step(model, cache, token, seat)
             seat += 1
-    return finish_text(tok.decode(ids)), ids, ttft
+    return finish_text(tok.decode(ids), stops), ids, ttft

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from grm.archive.tier import ArchiveTier
 from grm.dialects import Dialect, SelfTestResult, dialect_for, self_test
 from grm.dialects.selftest import PROBE_TEXT
 from grm.errors import UserInputError
@@ -46,8 +47,9 @@ class Runtime:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
         self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
+        self.archive = ArchiveTier(store, dialect, lm.identity)
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
-                                                          channel=config.channel))
+                                                          channel=config.channel), archive=self.archive)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)
 
@@ -130,9 +132,12 @@ class Runtime:
             return self._ask_grafts(question, max_new, t0)
         return self._ask_sections(question, mode, max_new, t0)
 
-    def chat(self, clear_context: bool = False, window_turns: int = 4) -> ChatSession:
-        """A conversation with memory: `send(text) -> Reply` per turn (grm/runtime/chat.py)."""
-        return ChatSession(self, clear_context=clear_context, window_turns=window_turns)
+    def chat(self, clear_context: bool = False, window_turns: int = 4, fold: bool = False,
+             digester=None, policy: dict | None = None) -> ChatSession:
+        """A conversation with memory: `send(text) -> Reply` per turn (grm/runtime/chat.py).
+        fold: fold old turns into digests/eras; policy: PolicyConfig fields to override."""
+        return ChatSession(self, clear_context=clear_context, window_turns=window_turns, fold=fold,
+                           digester=digester, policy=policy)
 
     def check_window(self, n: int, max_new: int) -> None:
         if n + max_new > self.dialect.max_positions:
@@ -226,7 +231,8 @@ class Runtime:
         return Answer(
             answer=text, mode="grafts", ttft_s=ttft, total_s=time.perf_counter() - t0, prompt_tokens=seat,
             tokens_from_memory=arena.from_memory, tokens_computed=seat - arena.from_memory,
-            mounted=[r.to_json() for r in routed], lossy=len(routed) > 1,
+            mounted=[r.to_json() for r in routed],
+            lossy=len(routed) > 1 or any(r.graft.id in self.grafts.lossy_ids for r in routed),
         )
 
     def stored_text(self) -> str:
@@ -261,4 +267,6 @@ class Runtime:
         return {"model": self.lm.name, "identity": self.lm.identity, "tenant": self.config.tenant,
                 "dialect": {"family": self.dialect.family, "profile": self.dialect.profile,
                             "selftest_max_rel_error": self.selftest.max_rel_error},
-                "store": st, "exact": dict(self.exact.counters)}
+                "store": st, "exact": dict(self.exact.counters),
+                "grafts": {**self.residency.counters, "peak_device_bytes": self.residency.peak_device_bytes},
+                "archive": dict(self.archive.counters)}

@@ -235,3 +235,32 @@ def test_nothing_is_served_to_another_model(make_runtime, tmp_path):
     other = make_runtime(model="tiny-random-gemma3", store=tmp_path / "store")
     assert other.grafts.load(g.id) is None and other.grafts.grafts() == []
     assert other.grafts.route("harbor master Quintar blue ledger") == []
+
+
+def test_a_demoted_document_graft_mounts_from_the_archive_reported_lossy(make_runtime, tmp_path):
+    from grm.archive.codebook_store import save_codebooks
+    from grm.archive.tier import ArchiveConfig
+    from grm.archive.train import TrainConfig, train_codebooks
+    from tests.conftest import lorem
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text(lorem(6, 3) + "\n\nThe vault code of Quintar is 7781. " + lorem(2, 4))
+    rt = make_runtime(section_tokens=128)
+    rt.ingest([doc], layout="sections", progress=False)
+    question = "What is the vault code of Quintar?"
+    exact = rt.ask(question, mode="grafts", max_new_tokens=3)
+    gid = exact.mounted[0]["id"]
+    g = rt.grafts.get(gid)
+    assert not exact.lossy and len(exact.mounted) == 1 and g.tokens > 32
+    exact_kv = rt.grafts.load(gid)
+    books = train_codebooks(rt.lm, rt.dialect, lorem(20, seed=7), TrainConfig(k=32, iters=5))
+    save_codebooks(rt.store, books)
+    rt.archive.demote(rt.config.tenant, books, keys=[g.block], config=ArchiveConfig(drop_exact=True))
+    rt.residency.drop(gid)
+    kv = rt.grafts.load(gid)
+    assert kv is not None and gid in rt.grafts.lossy_ids
+    assert torch.equal(kv.values[:, :, -32:], exact_kv.values[:, :, -32:])  # the exact window
+    assert not torch.equal(kv.values, exact_kv.values)  # the rest was quantized
+    lossy = rt.ask(question, mode="grafts", max_new_tokens=3)
+    assert lossy.mounted[0]["id"] == gid and lossy.lossy
+    assert rt.stats()["archive"]["archive_hits"] >= 1

@@ -1,0 +1,155 @@
+"""Where the policy plane (grm/policy, model-free) meets grafts and the chat.
+
+- Fact grafts: every new fact node gets a graft of its statement, read alone after the sinks
+  (kind "fact"), so a fact is routed and mounted like any memory.
+- What routing must not mount: grafts of facts that are no longer live (superseded, forgotten,
+  expired), evidence turns whose every fact was superseded or forgotten (stale evidence: it would
+  contradict the fact that replaced it; still reachable by `why` and descent), and folded
+  (retired) turns and digests.
+- Folding: `fold_pending` over the chat's evidence turns; each digest or era it writes gets a
+  graft (kind "digest"); its sources retire from routing.
+- Descent: a routed digest or era is expanded to its best-matching source turns.
+- `cull graft ID into sections`: the graft is sliced at sentence ends into children, and retired.
+Evidence ids are `<session>#<turn>`, so `why do you remember` names turns.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from grm.errors import UserInputError
+from grm.grafts import Graft, Routed
+from grm.kv import cache_from_kv, kv_from_cache
+from grm.kv.forward import prefill
+from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory
+from grm.route import LexicalConfig, search
+
+if TYPE_CHECKING:
+    from grm.runtime.runtime import Runtime
+
+log = logging.getLogger("grm")
+FACT_TEMPLATE = "{statement}.\n\n"
+CULL_TOKENS = 64  # at most this many tokens per section when a graft is culled
+
+
+def evidence_id(session: str, turn: int) -> str:
+    return f"{session}#{turn}"
+
+
+class PolicyGlue:
+    def __init__(self, rt: "Runtime", session: str, policy: dict | None = None) -> None:
+        """`policy`: PolicyConfig fields to override (fold_window, era_fanout, ...)."""
+        self.rt, self.session = rt, session
+        config = PolicyConfig(tenant=rt.config.tenant, session=session, **(policy or {}))
+        self.policy = PolicyMemory(rt.store, config, grafter=self.fact_graft, culler=self.cull)
+        self.fold_results: list[FoldResult] = []
+
+    # ----- facts -------------------------------------------------------------------------------
+    def read_alone(self, text: str, kind: str, salt: str, extra: dict) -> Graft:
+        rt = self.rt
+        sinks = rt.exact.sinks()
+        ids = rt.lm.tokenizer.encode(text)
+        cache = cache_from_kv(sinks)
+        prefill(rt.lm.model, cache, ids, sinks.tokens)
+        kv = kv_from_cache(cache, sinks.tokens)
+        return rt.grafts.harvest(kv, sinks.tokens, text, ids, kind, salt=salt, extra=extra, standalone=True)
+
+    def fact_graft(self, fact: Fact) -> str:
+        statement = fact.statement.rstrip(" .")
+        g = self.read_alone(FACT_TEMPLATE.format(statement=statement), "fact", f"fact:{fact.id}",
+                            {"fact": fact.id})
+        return g.id
+
+    # ----- routing exclusions --------------------------------------------------------------------
+    def exclusions(self, now: float | None = None) -> frozenset[str]:
+        """Graft ids routing must skip now (see the module docstring)."""
+        now = time.time() if now is None else now
+        live = self.policy.facts(now)
+        live_ids = {f.id for f in live}
+        live_grafts = {f.graft for f in live if f.graft}
+        live_evidence = {e.id for f in live for e in f.evidence}
+        dead_evidence: set[str] = set()
+        out: set[str] = set(self.policy.folder.retired())
+        for f in self.policy.ledger.nodes():
+            if f.id not in live_ids:
+                dead_evidence.update(e.id for e in f.evidence)
+                if f.graft and f.graft not in live_grafts:
+                    out.add(f.graft)
+        stale = dead_evidence - live_evidence
+        if stale:
+            for g in self.rt.grafts.grafts(kind="evidence"):
+                meta = g.record.meta
+                if evidence_id(meta.get("session", ""), int(meta.get("turn", 0))) in stale:
+                    out.add(g.id)
+        for g in self.rt.grafts.grafts(kind="fact"):
+            if g.id not in live_grafts:
+                out.add(g.id)
+        return frozenset(out)
+
+    # ----- descent -----------------------------------------------------------------------------
+    def descend(self, routed: list[Routed], query: str, exclude: frozenset[str]) -> list[Routed]:
+        """Replace each routed digest/era graft by its best-matching source turn (lexical), or keep
+        it when no source matches; duplicates dropped."""
+        out: list[Routed] = []
+        seen: set[str] = set()
+        for r in routed:
+            node = r.graft.record.meta.get("node")
+            chosen = [r]
+            if r.graft.kind == "digest" and node:
+                sources = set(self.policy.folder.descend(node))
+                hits = search(self.rt.store, self.rt.config.tenant, query, "graft", LexicalConfig(),
+                              keep=lambda rec: rec.key in sources and rec.key not in exclude)
+                if hits:
+                    best = hits[0]
+                    chosen = [Routed(Graft.from_record(best.record), r.score, best.bm25, best.identifiers, r.dense)]
+            for c in chosen:
+                if c.graft.id not in seen:
+                    seen.add(c.graft.id)
+                    out.append(c)
+        return out
+
+    # ----- folding -----------------------------------------------------------------------------
+    def fold(self, now: float | None = None, digester=None) -> list[FoldResult]:
+        """Fold old evidence turns into digests (and digests into eras); each new node gets a graft."""
+        now = time.time() if now is None else now
+        turns = [(g.id, g.text, g.created) for g in self.rt.grafts.grafts(kind="evidence")
+                 if g.record.meta.get("session")]
+        results = self.policy.folder.fold_pending(turns, now=now, digester=digester)
+        for res in results:
+            if res.status == "folded" and res.node:
+                node = self.policy.folder.node(res.node)
+                if node is not None and node.text.strip():
+                    self.read_alone(node.text.strip() + "\n\n", "digest", f"node:{res.node}",
+                                    {"node": res.node, "sources": list(res.sources)})
+        self.fold_results.extend(results)
+        return results
+
+    # ----- cull --------------------------------------------------------------------------------
+    def cull(self, graft_ref: str) -> str:
+        """Slice a graft at sentence ends into sections of at most CULL_TOKENS tokens; retire it."""
+        rt = self.rt
+        found = [g for g in rt.grafts.grafts(include_retired=True) if g.id.startswith(graft_ref.strip())]
+        if len(found) != 1:
+            raise UserInputError(f"{'no' if not found else len(found)} graft(s) with id {graft_ref!r}")
+        g = found[0]
+        tok = rt.lm.tokenizer
+        spans, start = [], 0
+        for i in range(g.tokens):
+            piece = tok.decode([g.ids[i]])
+            end_here = piece.rstrip().endswith((".", "!", "?")) or "\n" in piece
+            if (end_here and i + 1 - start >= 4) or i + 1 - start >= CULL_TOKENS:
+                spans.append((start, i + 1))
+                start = i + 1
+        if start < g.tokens:
+            if spans and not tok.decode(list(g.ids[start:])).strip():
+                spans[-1] = (spans[-1][0], g.tokens)  # trailing blank lines stay with the last section
+            else:
+                spans.append((start, g.tokens))
+        if len(spans) < 2:
+            return f"graft {g.id[:12]} is one section already ({g.tokens} tokens); nothing culled"
+        children = rt.grafts.slice(g.id, spans)
+        rt.grafts.retire([g.id], into=children[0].id)
+        rt.residency.drop(g.id)
+        return f"culled graft {g.id[:12]} into {len(children)} sections: " + ", ".join(c.id[:12] for c in children)

@@ -1,0 +1,125 @@
+"""The memory chat on the tiny llama (mechanics; recall itself is measured on SmolLM2 in bench/).
+
+Expectations:
+1. Every turn is harvested as an evidence graft, durably: a new runtime on the store routes to it.
+2. Memory commands are executed by the policy plane, not sent to the model; a correction hides
+   the superseded fact's graft and the stale turn from routing, and `why` names both turns.
+3. Under a device budget of 0 bytes nothing stays resident after a turn, and page-ins are counted.
+4. Without --clear-context the last turns stay live (seats grow by them); with it they do not.
+5. Folding writes digest grafts whose source turns retire from routing; descent brings a source
+   back for a query that matches it.
+6. The CLI prints one JSON object per non-blank script line; a bad line is reported and skipped;
+   a non-UTF-8 script is refused with exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grm.cli import main
+from grm.errors import UserInputError
+
+
+def test_turns_are_harvested_and_remembered_across_processes(make_runtime, tmp_path):
+    rt = make_runtime(max_new_tokens=4)
+    chat = rt.chat(clear_context=True)
+    r1 = chat.send("The vault code of Quintar is 7781.")
+    assert r1.harvested and r1.turn == 1 and r1.mounted == [] and r1.command is None
+    g = rt.grafts.get(r1.harvested)
+    assert g.kind == "evidence" and "Quintar" in g.text and g.record.meta["turn"] == 1
+    r2 = chat.send("hello")
+    assert set(r2.to_json()) >= {"answer", "mounted", "seats_resident", "device_bytes", "page_ins", "timings"}
+    rt.close()
+    rt2 = make_runtime(max_new_tokens=4, store=tmp_path / "store")
+    r = rt2.chat(clear_context=True).send("What is the vault code of Quintar?")
+    assert r1.harvested in [m["id"] for m in r.mounted]
+    assert r.tokens_from_memory > len(rt2.exact.sink_ids)
+
+
+def test_bad_turns(make_runtime):
+    chat = make_runtime(max_new_tokens=2).chat()
+    for bad in ("", "   \n"):
+        with pytest.raises(UserInputError):
+            chat.send(bad)
+    with pytest.raises(UserInputError):
+        chat.send("x" * 20_000)
+
+
+def test_commands_and_supersession_hide_stale_memory(make_runtime):
+    rt = make_runtime(max_new_tokens=3)
+    chat = rt.chat(clear_context=True)
+    stated = chat.send("My locker code is 1234.")
+    chat.send("Nice weather today.")
+    fix = chat.send("correct memory: locker code 1234 => 5678")
+    assert fix.command == "correct memory" and fix.changed and fix.harvested is None and "5678" in fix.answer
+    facts = chat.glue.policy.facts()
+    assert [f.value for f in facts if "locker" in f.subject.lower() or "locker" in f.statement.lower()] == ["5678"]
+    live = next(f for f in facts if "5678" in f.statement)
+    excluded = chat.glue.exclusions()
+    assert stated.harvested in excluded  # the turn that said 1234 is stale evidence now
+    old = [f for f in chat.glue.policy.ledger.nodes() if "1234" in f.statement][0]
+    assert old.graft in excluded and live.graft not in excluded
+    r = chat.send("What is my locker code?")
+    mounted = [m["id"] for m in r.mounted]
+    assert live.graft in mounted and stated.harvested not in mounted and old.graft not in mounted
+    why = chat.send("why do you remember: locker code")
+    assert f"{chat.session}#1" in why.answer and f"{chat.session}#3" in why.answer and "correct memory" in why.answer
+    assert chat.send("forget: zzzz").changed is False
+    bad = chat.send("correct memory: no arrow here")
+    assert bad.command == "malformed" and not bad.changed
+
+
+def test_budget_smaller_than_any_graft_pages_everything_out(make_runtime):
+    rt = make_runtime(max_new_tokens=2, device_budget=0)
+    chat = rt.chat(clear_context=True)
+    chat.send("The orchard of Velmora has 7781 apple trees.")
+    r = chat.send("How many apple trees grow in the orchard of Velmora?")
+    assert r.mounted and r.device_bytes == 0 and r.page_outs >= 1 and r.page_ins >= 1
+    assert r.peak_device_bytes > 0
+    again = chat.send("Velmora orchard apple trees?")
+    assert again.page_ins >= 1 and again.device_bytes == 0
+
+
+def test_live_window_without_clear_context(make_runtime):
+    rt = make_runtime(max_new_tokens=2)
+    live = rt.chat(window_turns=2)
+    seats = [live.send(t).seats_resident for t in ("one", "two", "three", "four")]
+    assert seats[1] > seats[0] and seats[2] > seats[1] and seats[3] <= seats[2] + 8  # window of 2 turns
+    cleared = rt.chat(clear_context=True)
+    assert cleared.send("five").seats_resident < seats[3]
+
+
+def test_folding_retires_turns_and_descent_brings_them_back(make_runtime):
+    rt = make_runtime(max_new_tokens=2)
+    chat = rt.chat(clear_context=True, fold=True)
+    chat.send("My bike lock combination is 8305.")
+    for i in range(9):
+        chat.send(f"Small talk number {i} about the weather.")
+    digests = rt.grafts.grafts(kind="digest")
+    assert digests, "ten turns with a window of 5 and 4 kept recent fold at least once"
+    retired = chat.glue.policy.folder.retired()
+    first = [g for g in rt.grafts.grafts(kind="evidence") if g.record.meta.get("turn") == 1][0]
+    assert first.id in retired and first.id in chat.glue.exclusions()
+    r = chat.send("What is my bike lock combination?")
+    assert first.id in [m["id"] for m in r.mounted] or any(
+        rt.grafts.get(m["id"]).kind == "fact" for m in r.mounted)
+
+
+def test_cli_chat_script(tmp_path, capsys):
+    script = tmp_path / "s.txt"
+    script.write_text("hello there\n\n   \n" + "y" * 20_000 + "\nremember permanently: my cat is Pepper\nbye\n")
+    common = ["--store", str(tmp_path / "st"), "--model", "tiny-random-llama", "--threads", "2"]
+    assert main(["chat", "--script", str(script), "--json", "--clear-context", "--max-new-tokens", "2"] + common) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 4
+    assert "error" in lines[1] and lines[2]["command"] == "remember permanently" and lines[3]["harvested"]
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe hello")
+    assert main(["chat", "--script", str(bad), "--json"] + common) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    assert main(["grafts", "show", "zzzz"] + common) == 2
+    assert main(["grafts", "list", "--json"] + common) == 0
+    listed = json.loads(capsys.readouterr().out)["grafts"]
+    assert any(g["kind"] == "fact" for g in listed) and any(g["kind"] == "evidence" for g in listed)
