@@ -18,8 +18,8 @@ from tests.store.helpers import memory_store
 SUBSETS = 16  # random subsets of the pending writes per crash point
 # distinct images each workload must at least produce (their sum is > 5,000)
 MINIMUM = {"ingest-normal": 400, "ingest-async": 1500, "chat-full": 200, "chat-async": 500,
-           "chat-strict": 200, "mode-change": 600, "fsck-repair": 100, "encrypted": 400,
-           "encrypted-async": 1500}
+           "chat-strict": 200, "memory-chat": 200, "memory-chat-async": 600, "mode-change": 600,
+           "fsck-repair": 100, "encrypted": 400, "encrypted-async": 1500}
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +48,28 @@ def test_checker_catches_a_store_that_acknowledges_before_fsync(monkeypatch) -> 
     monkeypatch.setitem(config.MODE_RULES, "normal", {**config.MODE_RULES["normal"], "fsync_commit": False})
     rep = crash.check_run("ingest-normal", WORKLOADS["ingest-normal"](), subsets=2)
     assert any("acknowledged" in v for v in rep.violations)
+
+
+def test_checker_catches_a_supersession_split_across_commits(monkeypatch) -> None:
+    """The memory chat's invariant can fail: with a correction's new fact node, the old node's
+    state and its lineage edge committed one by one instead of as one transaction, images between
+    the commits hold two active locker facts in one scope, or a superseded fact without lineage."""
+    from grm.policy.ledger import FACT, LINEAGE, Ledger
+
+    def split_write(self, fact, supersede, evidence):
+        parent = fact.supersedes[0] if fact.supersedes else None
+        self.store.put(self.tenant, FACT, fact.id, meta=fact.to_meta(), text=fact.statement, parent=parent)
+        for old, reason in supersede:
+            self.store.set_state(self.tenant, FACT, old, "superseded")
+            self.store.put(self.tenant, LINEAGE, old, parent=fact.id,
+                           meta={"successor": fact.id, "tombstone": None, "reason": reason, "at": evidence.at,
+                                 "evidence": evidence.to_json()})
+        return fact
+
+    monkeypatch.setattr(Ledger, "write", split_write)
+    rep = crash.check_run("memory-chat", WORKLOADS["memory-chat"](), subsets=2)
+    assert any("2 active facts of ('my locker code', 'is') in scope tenant" in v for v in rep.violations)
+    assert any("has no lineage edge" in v for v in rep.violations)
 
 
 def test_checker_catches_recovery_that_refuses_unsynced_gaps(monkeypatch) -> None:

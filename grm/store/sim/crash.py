@@ -12,7 +12,9 @@ every prefix of its operation log could leave, recover each in a fresh Store on 
    must equal step j's;
 4. every served payload verifies: read_payload returns exactly the bytes written, or None only
    for a record the promise did not cover (or one damaged on purpose);
-5. (sampled) the recovered store takes a write and recovers it again (recovery is idempotent).
+5. (sampled) the recovered store takes a write and recovers it again (recovery is idempotent);
+6. the workload's own invariant, if it has one (`Run.invariant`: e.g. the memory chat's "never
+   two active facts of one claim in one scope, every superseded fact has its lineage").
 Images are deduplicated by content; each distinct image is recovered once and checked against
 every crash point that produced it.
 """
@@ -37,6 +39,7 @@ class Outcome:
     view: frozenset = frozenset()
     payloads: dict = field(default_factory=dict)  # (tenant, name, kind, key) -> bytes | None
     reopen_ok: bool | None = None
+    broken: list[str] = field(default_factory=list)  # the workload invariant's violations
 
 
 @dataclass
@@ -66,6 +69,8 @@ def _recover(run: Run, image: Image, dirs: set[str], reopen: bool) -> Outcome:
         for r in s.records():
             if r.payload is not None:
                 out.payloads[(r.tenant, r.payload, r.kind, r.key)] = s.read_payload(r)
+        if run.invariant is not None:
+            out.broken = run.invariant(s)
         if reopen:
             s.put("zz-sim", "probe", "k", payload=b"probe")
             s.close()
@@ -142,7 +147,7 @@ def _violations(run: Run, out: Outcome, started: list[Step], floor: int, power: 
                 bad.append(f"acknowledged payload of {tenant}/{kind}/{key} (lsn {lsn}) is a miss")
     if out.reopen_ok is False:
         bad.append("recovered store did not take and recover a new write")
-    return bad
+    return bad + out.broken
 
 
 def run_all(workloads: dict[str, Callable[[], Run]], seed: int = 0, subsets: int = 3) -> list[CrashReport]:

@@ -1,10 +1,14 @@
 """Workloads the crash simulator runs on a RecordingFS: each is a sequence of steps (one API
 call, or one transaction) whose op-log span, LSN, durable LSN and resulting rows are recorded,
-so the checker knows, for any crash point, what was acknowledged and under which promise."""
+so the checker knows, for any crash point, what was acknowledged and under which promise.
+A call that commits twice (a policy command: the fact's graft, then the fact transaction) makes
+its first commit a step of its own, nested inside it, so every commit ends a step.
+A workload may add an invariant of its own (`Run.invariant`), checked on every recovered store."""
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +48,7 @@ class Run:
     payloads: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (tenant, name) -> bytes
     may_miss: set[tuple[str, str]] = field(default_factory=set)  # written unsynced or damaged on purpose
     store: Store | None = None
+    invariant: Callable[[Store], list[str]] | None = None  # extra checks of a recovered store: violations
 
     def open(self) -> Store:
         self.store = self.step("open", lambda: Store.open(self.config))
@@ -129,6 +134,92 @@ def chat(mode: str = "full", **kw) -> Run:
     return run
 
 
+def _graft(s: Store, tenant: str, kind: str, text: str, **extra) -> str:
+    """A graft as GraftMemory.harvest writes it: kind "graft", payload = its K/V (here stand-in
+    bytes of the right order of size), text, and meta with the token ids and routing keys."""
+    ids = list(text.encode())
+    gid = hashlib.sha256(f"{kind}|{text}|{extra}".encode()).hexdigest()[:32]
+    meta = {"identity": "sim-model", "kind": kind, "seat": 4, "tokens": len(ids), "ids": ids, "created": 0.0,
+            "sources": [], "dense": [[0.25, -0.5, 0.125, 1.0]], **extra}
+    s.put(tenant, "graft", gid, parent=None, text=text, payload=_blob(gid, 64 * len(ids)), meta=meta)
+    return gid
+
+
+def one_live_claim_per_scope(tenant: str) -> Callable[[Store], list[str]]:
+    """The policy plane's invariant: never two active facts of one single-valued claim (subject,
+    predicate) in one scope, and every superseded fact has its lineage edge (a supersession is one
+    transaction)."""
+
+    def check(store: Store) -> list[str]:
+        from grm.policy.ledger import Ledger  # model-free
+
+        ledger = Ledger(store, tenant)
+        nodes = list(ledger.nodes())
+        live = Counter((f.key, f.scope.label()) for f in nodes if f.state == "active" and not f.multi_valued)
+        return ([f"{n} active facts of {claim} in scope {scope}" for (claim, scope), n in live.items() if n > 1]
+                + [f"superseded fact {f.id} has no lineage edge" for f in nodes
+                   if f.state != "active" and ledger.edge(f.id) is None])
+
+    return check
+
+
+def memory_chat(mode: str = "normal", **kw) -> Run:
+    """The memory chat without a model: each turn a graft (kind "graft": payload, text, meta), and
+    the policy plane (PolicyMemory) observing "My locker code is 1234.", then "correct memory:
+    locker code 1234 => 5678" (fact graft, then new node + old superseded + lineage in one
+    transaction), a project-scoped locker fact beside it, a reinforcement, a second correction."""
+    from grm.policy import PolicyConfig, PolicyMemory  # model-free
+
+    tenant, session, t0 = "bob", "s1", 1_700_000_000.0
+    run = _run(durability=mode, checkpoint_every=12, **kw)
+    run.invariant = one_live_claim_per_scope(tenant)
+    s = run.open()
+
+    def fact_graft(fact) -> str:  # the chat's grafter: the statement's graft, before the fact's transaction
+        return run.step(f"fact graft {fact.id}", lambda: _graft(s, tenant, "fact", f"{fact.statement}.\n\n",
+                                                                fact=fact.id))
+
+    mem = PolicyMemory(s, PolicyConfig(tenant=tenant, project="p1", session=session), grafter=fact_graft)
+    n = 0
+
+    def turn(text: str) -> None:
+        nonlocal n
+        n += 1
+        run.step(f"turn {n}", lambda: _graft(s, tenant, "evidence", f"User: {text}\nAssistant: ok\n\n",
+                                             session=session, turn=n))
+
+    def policy(name: str, fn: Callable[[], object], want: str) -> None:
+        out = run.step(name, fn)
+        got = out[0].action if isinstance(out, list) else ("changed" if out.changed else out.text)
+        assert got == want, (name, out)  # the workload does what it says, or its images prove little
+
+    def observe(text: str, want: str) -> None:
+        turn(text)
+        policy(f"observe {n}", lambda: mem.observe(text, evidence_id=f"{session}#{n}", now=t0 + n), want)
+
+    def command(text: str) -> None:
+        nonlocal n
+        n += 1
+        policy(text, lambda: mem.handle(text, evidence_id=f"{session}#{n}", now=t0 + n), "changed")
+
+    script: list[tuple[Callable[..., None], tuple[str, ...]]] = [
+        (turn, ("Tell me about the village market.",)),
+        (observe, ("My locker code is 1234.", "created")),
+        (turn, ("What did the market record in winter?",)),
+        (command, ("correct memory: locker code 1234 => 5678",)),
+        (command, ("remember this for the project: my locker code is 4321",)),
+        (observe, ("My locker code is 5678.", "reinforced")),
+        (command, ("correct memory: locker code 5678 => 9012",)),
+        (turn, ("Which stalls opened first?",)),
+    ]
+    for i, (act, args) in enumerate(script):
+        act(*args)
+        if mode == "async" and i % 4 == 3:
+            run.step("flush", s.flush)
+    run.step("close", s.close)
+    return run
+
+
 def mode_change(**kw) -> Run:
     """normal -> async (flush) -> volatile -> strict, each with writes, then a checkpoint."""
     run = _run(durability="normal", **kw)
@@ -190,6 +281,8 @@ WORKLOADS: dict[str, Callable[[], Run]] = {
     "chat-full": lambda: chat("full"),
     "chat-async": lambda: chat("async"),
     "chat-strict": lambda: chat("strict"),
+    "memory-chat": memory_chat,
+    "memory-chat-async": lambda: memory_chat("async"),
     "mode-change": mode_change,
     "fsck-repair": fsck_repair,
     "encrypted": encrypted,
