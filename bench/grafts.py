@@ -14,9 +14,10 @@ All on SmolLM2-135M, fp32, greedy.
   turns beside mounted memory), device budget DEVICE_BUDGET: per turn, seats resident, device
   bytes, stored graft bytes.
 - composition: 4 news articles of 300-500 tokens, an invented fact inserted in each, ingested as
-  one section each (document grafts); all 4 mounted together, in document order and reversed, the
-  asked one in whatever place that order gives it; no repair vs REPAIR tokens recomputed, against
-  the same 4 articles read in context in the same order (the ceiling).
+  one section each (document grafts); all 4 mounted together, in document order, reversed, and in
+  routed order (the question's best graft last, as `ask --mode grafts` and the chat place them);
+  no repair vs REPAIR and REPAIR_LONG tokens of each graft recomputed in context, against the same
+  4 articles read in context in the same order (the ceiling).
 - paging: process 1 ingests 5 such articles and chats 8 turns (the needles); process 2 (a new
   `grm chat`, fresh process, --clear-context, device budget 1 KiB: smaller than any graft) asks
   all 13 probes; every answer must hold its fact; page-ins and store reads counted.
@@ -50,6 +51,7 @@ PARITY_QUESTIONS = ("\n\nQuestion: What is this about?\nAnswer:", "\n\nSummary:"
 NEEDLE_ANSWERS = ["4721", "7", "Pepper", "Okafor", "8305", "Halvorsen", "1418", "Lisbon"]
 DEVICE_BUDGET = 4 << 20
 REPAIR = 16
+REPAIR_LONG = 64
 CHANNELS = ("combined", "lexical", "dense")
 FACTS = [
     ("The access code for the Velmoran vault is {x}.", "What number opens the Velmoran vault?",
@@ -230,10 +232,18 @@ def composition(rt, docs: list[dict], tmp: Path) -> dict:
     grafts = [g[0] for g in grafts]
     sinks = rt.exact.sinks()
     out: dict[str, dict] = {}
-    for order_name, order in (("document order", [0, 1, 2, 3]), ("reversed", [3, 2, 1, 0])):
-        for variant in ("in context", "composed, no repair", f"composed, repair {REPAIR}"):
+    def routed_order(question: str) -> list[int]:
+        """The 4 grafts ordered by routing score, the best nearest the question (GRM's own order)."""
+        scores = {r.graft.id: r.score for r in rt.grafts.route(question, k=4, seat_budget=10_000)}
+        return sorted(range(len(grafts)), key=lambda i: scores.get(grafts[i].id, -1.0))
+
+    for order_name, fixed in (("document order", [0, 1, 2, 3]), ("reversed", [3, 2, 1, 0]),
+                              ("routed order, best last", None)):
+        for variant in ("in context", "composed, no repair", f"composed, repair {REPAIR}",
+                        f"composed, repair {REPAIR_LONG}"):
             rows = []
             for d in docs:
+                order = fixed if fixed is not None else routed_order(d["question"])
                 q = tok.encode(question_text(d["question"]))
                 if variant == "in context":
                     cache, seat = cache_from_kv(sinks), sinks.tokens
@@ -244,7 +254,8 @@ def composition(rt, docs: list[dict], tmp: Path) -> dict:
                 else:
                     mounts = [Mount(grafts[i].id, list(grafts[i].ids), grafts[i].seat, rt.grafts.load(grafts[i].id))
                               for i in order]
-                    arena = build(model, rt.dialect, sinks, mounts, repair=REPAIR if "repair" in variant else 0)
+                    repair = int(variant.rsplit(" ", 1)[1]) if variant.startswith("composed, repair") else 0
+                    arena = build(model, rt.dialect, sinks, mounts, repair=repair)
                     cache, seat = arena.cache, arena.seat
                 logits = prefill(model, cache, q, seat)
                 text, _, _ = greedy(model, tok, cache, logits, seat + len(q), 12, time.perf_counter())
@@ -263,7 +274,27 @@ def composition(rt, docs: list[dict], tmp: Path) -> dict:
 
 
 # ----- paging across a restart -------------------------------------------------------------------
-def paging(model, threads, tmp: Path, docs: list[dict]) -> dict:
+def chat_ceiling(rt, docs: list[dict]) -> list[bool]:
+    """Per document: does the model answer its question (as a chat turn) with the document read in
+    context right before it? The paging gate counts the probes the model can answer at all."""
+    from grm.kv import cache_from_kv
+    from grm.kv.forward import prefill
+    from grm.runtime.chat import TURN_PROMPT, TURN_STOPS
+    from grm.runtime.generate import greedy
+
+    tok, model = rt.lm.tokenizer, rt.lm.model
+    sinks = rt.exact.sinks()
+    out = []
+    for d in docs:
+        ids = tok.encode(d["text"]) + tok.encode(TURN_PROMPT.format(text=d["question"].split("\n", 1)[0]))
+        cache = cache_from_kv(sinks)
+        logits = prefill(model, cache, ids, sinks.tokens)
+        text, _, _ = greedy(model, tok, cache, logits, sinks.tokens + len(ids), 16, time.perf_counter(), TURN_STOPS)
+        out.append(d["answer"] in text)
+    return out
+
+
+def paging(model, threads, tmp: Path, docs: list[dict], ceiling: list[bool]) -> dict:
     store = tmp / "paging"
     common = ["--store", str(store), "--threads", str(threads)] + (["--model", model] if model else [])
     paths = []
@@ -297,7 +328,10 @@ def paging(model, threads, tmp: Path, docs: list[dict]) -> dict:
     rows = [{"question": r["user"], "answer": r["answer"], "correct": w.lower() in r["answer"].lower(),
              "page_ins": r["page_ins"], "store_reads": r["store_reads"], "device_bytes": r["device_bytes"],
              "peak_device_bytes": r["peak_device_bytes"]} for r, w in zip(replies, wants)]
+    answerable = ceiling + [True] * (len(rows) - len(ceiling))  # needles: chosen as recalled in context
     return {"probes": len(rows), "correct": sum(r["correct"] for r in rows),
+            "answerable_in_context": sum(answerable),
+            "correct_of_answerable": sum(r["correct"] for r, a in zip(rows, answerable) if a),
             "same_answers_as_unbounded_budget": sum(r["answer"] == u["answer"] for r, u in zip(replies, unbounded)),
             "unbounded_correct": sum(w.lower() in u["answer"].lower() for u, w in zip(unbounded, wants)),
             "page_ins": sum(r["page_ins"] for r in rows), "store_reads": sum(r["store_reads"] for r in rows),
@@ -332,7 +366,9 @@ def _table(res: dict) -> list[str]:
     out += ["", "Routing on the composition questions (needed graft mounted): "
             + ", ".join(f"{c} {n}/{comp['questions']}" for c, n in comp["routing_needed_mounted"].items()) + ".",
             "", "## Paging across a restart (device budget 1 KiB, smaller than any graft)", "",
-            f"{pg['correct']}/{pg['probes']} probes answered correctly in a fresh process "
+            f"{pg['correct']}/{pg['probes']} probes answered correctly in a fresh process; of the "
+            f"{pg['answerable_in_context']} the model answers with the source read in context, "
+            f"{pg['correct_of_answerable']} "
             f"({pg['unbounded_correct']}/{pg['probes']} with a 1 GiB budget on a copy of the same store; answers "
             f"identical to it: {pg['same_answers_as_unbounded_budget']}/{pg['probes']}); {pg['page_ins']} page-ins, "
             f"{pg['store_reads']} store reads; device bytes after each turn at most {pg['max_device_bytes_after_turn']} "
@@ -361,9 +397,10 @@ def main(args: argparse.Namespace) -> int:
             docs = with_facts(raw[:4], rng)
             par = parity(rt, raw)
             comp = composition(rt, docs, tmp)
+            page_docs = with_facts(raw[4:9], rng)
+            ceiling = chat_ceiling(rt, page_docs)
         print("parity + composition done", file=sys.stderr)
-        page_docs = with_facts(raw[4:9], rng)
-        pg = paging(args.model, threads, tmp, page_docs)
+        pg = paging(args.model, threads, tmp, page_docs, ceiling)
         print("paging done", file=sys.stderr)
         channels = ("combined",) if args.quick else CHANNELS
         t50 = [turn50(args.model, threads, tmp, c) for c in channels]

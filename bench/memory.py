@@ -75,6 +75,7 @@ def folding_run(model, threads: int, store: Path, fold: bool) -> dict:
         needles = {g.record.meta["turn"]: g.id for g in rt.grafts.grafts(kind="evidence", include_retired=True)
                    if g.record.meta.get("session") == chat.session and g.record.meta.get("turn", 99) <= 8}
         retired_before = set(folder.retired())
+        evidence_ids = {g.id for g in rt.grafts.grafts(kind="evidence", include_retired=True)}
         rows = []
         for i, (q, want) in enumerate(zip(probes, NEEDLE_ANSWERS)):
             r = chat.send(q)
@@ -88,7 +89,8 @@ def folding_run(model, threads: int, store: Path, fold: bool) -> dict:
         return {"fold": fold, "recalled": sum(r["recalled"] for r in rows), "probes": rows,
                 "digests": sum(n.type == "digest" for n in nodes), "eras": sum(n.type == "era" for n in nodes),
                 "aborts": len(folder.aborts()), "abort_detail": folder.aborts(),
-                "retired_turns": len(retired_before), "digest_grafts": len(rt.grafts.grafts(kind="digest"))}
+                "retired_turns": len(retired_before & evidence_ids),
+                "retired_digests": sum(n.type == "digest" and n.retired for n in nodes), "digest_grafts": len(rt.grafts.grafts(kind="digest"))}
 
 
 def _table(res: dict) -> list[str]:
@@ -103,7 +105,8 @@ def _table(res: dict) -> list[str]:
            "## Folding gate", "",
            f"40 turns, windows of {FOLD_WINDOW}, eras of {ERA_FANOUT}: {f['digests']} digests, {f['eras']} eras, "
            f"{f['aborts']} fold(s) aborted by the fidelity gate (constructed: a lossy digest of the window with "
-           f"{ABORT_MARK!r}), {f['retired_turns']} turns retired before the probes.", "",
+           f"{ABORT_MARK!r}; its 4 turns stay unfolded and routable), {f['retired_turns']} turns and "
+           f"{f['retired_digests']} digests (under eras) retired before the probes.", "",
            "| probe | with folding | mounted kinds | needle turn retired / mounted | without folding |",
            "|---|---|---|---|---|"]
     for p, q in zip(f["probes"], nf["probes"]):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from grm.store import Record, Store
 
+MAX_CANDIDATES = 4096  # rows fetched at most when `keep` rejects most of the index's best ones
 _WORD = re.compile(r"[\w'-]+", re.UNICODE)
 _STOP = frozenset(
     "what which who whom whose when where why how is are was were be been being am the a an of in on at to "
@@ -65,8 +66,14 @@ def search(store: Store, tenant: str, query: str, kind: str, config: LexicalConf
     words = [w for w in _WORD.findall(query) if w.casefold() not in _STOP]
     if not words:
         return []
-    found = [(r, s) for r, s in store.search_text(tenant, " ".join(words), kind=kind, limit=config.candidates)
-             if keep(r)]
+    query, limit = " ".join(words), config.candidates
+    while True:  # `keep` filters after the index ranks: widen until enough candidates survive it
+        rows = store.search_text(tenant, query, kind=kind, limit=limit)
+        found = [(r, s) for r, s in rows if keep(r)]
+        if len(found) >= config.candidates or len(rows) < limit or limit >= MAX_CANDIDATES:
+            break
+        limit *= 4
+    found = found[: config.candidates]
     if not found:
         return []
     top = max(s for _, s in found) or 1.0

@@ -39,8 +39,9 @@ def evidence_id(session: str, turn: int) -> str:
 
 
 class PolicyGlue:
-    def __init__(self, rt: "Runtime", session: str, policy: dict | None = None) -> None:
-        """`policy`: PolicyConfig fields to override (fold_window, era_fanout, ...)."""
+    def __init__(self, rt: "Runtime", session: str | None, policy: dict | None = None) -> None:
+        """`session`: the chat's id (None outside a chat: `ask`); `policy`: PolicyConfig fields to
+        override (fold_window, era_fanout, ...)."""
         self.rt, self.session = rt, session
         config = PolicyConfig(tenant=rt.config.tenant, session=session, **(policy or {}))
         self.policy = PolicyMemory(rt.store, config, grafter=self.fact_graft, culler=self.cull)
@@ -94,13 +95,14 @@ class PolicyGlue:
         it when no source matches; duplicates dropped."""
         out: list[Routed] = []
         seen: set[str] = set()
+        blocked = exclude - self.policy.folder.retired()  # folded turns are what descent brings back
         for r in routed:
             node = r.graft.record.meta.get("node")
             chosen = [r]
             if r.graft.kind == "digest" and node:
                 sources = set(self.policy.folder.descend(node))
                 hits = search(self.rt.store, self.rt.config.tenant, query, "graft", LexicalConfig(),
-                              keep=lambda rec: rec.key in sources and rec.key not in exclude)
+                              keep=lambda rec: rec.key in sources and rec.key not in blocked)
                 if hits:
                     best = hits[0]
                     chosen = [Routed(Graft.from_record(best.record), r.score, best.bm25, best.identifiers, r.dense)]

@@ -24,6 +24,7 @@ from grm.kv import cache_from_kv, new_cache, reseat_kv
 from grm.kv.forward import prefill
 from grm.models import LoadedModel, load_model
 from grm.runtime.chat import ChatSession
+from grm.runtime.policy_glue import PolicyGlue
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig, default_cache_dir, default_store_dir
 from grm.runtime.files import collect
 from grm.runtime.generate import Answer, greedy
@@ -50,6 +51,7 @@ class Runtime:
         self.archive = ArchiveTier(store, dialect, lm.identity)
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
                                                           channel=config.channel), archive=self.archive)
+        self._glue: PolicyGlue | None = None  # the policy plane as `ask` sees it (built on first use)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)
 
@@ -214,7 +216,10 @@ class Runtime:
     def _ask_grafts(self, question: str, max_new: int, t0: float) -> Answer:
         """[sinks | the top routed grafts, least relevant first | question]. Composed grafts never
         attended to each other, so the answer is not an exact hit (lossy) once two are mounted."""
-        routed = self.grafts.route(question)
+        if self._glue is None:
+            self._glue = PolicyGlue(self, None)
+        exclude = self._glue.exclusions()  # never a superseded fact, a stale turn, a folded one
+        routed = self._glue.descend(self.grafts.route(question, exclude=exclude), question, exclude)
         if not routed:
             log.warning("no stored graft matches the question; answering without memory")
             return self._ask_none(question, max_new, t0)

