@@ -226,16 +226,18 @@ class GraftMemory:
         if not hits:
             return []
         floor = hits[0].score * cfg.relative_floor if hits[0].score > 0 else float("-inf")
-        out, used, taken = [], 0, set()
+        out, used, chosen, parents = [], 0, set(), set()
         for h in hits:
             if len(out) == k:
                 break
             if h.score < floor and not h.identifiers:
                 continue
             g = Graft.from_record(h.record)
-            if used + g.tokens > budget or g.id in taken or (g.parent and g.parent in taken):
-                continue  # over the seat budget, or a slice of what is mounted already (or its parent)
-            taken.update((g.id, g.parent) if g.parent else (g.id,))
+            if used + g.tokens > budget or g.id in parents or (g.parent and g.parent in chosen):
+                continue  # over the seat budget, or the parent or a slice of a graft already chosen
+            chosen.add(g.id)
+            if g.parent:
+                parents.add(g.parent)
             out.append(Routed(g, h.score, h.bm25, h.identifiers, h.dense))
             used += g.tokens
         return out

@@ -161,7 +161,8 @@ class ChatSession:
             ids = ids + tok.encode(TURN_END)
         cached = min(arena.cache.get_seq_length() - start, len(prompt_ids) + keep)
         crop(arena.cache, start + cached)
-        prefill(rt.lm.model, arena.cache, ids[cached:], start + cached)
+        if cached < len(ids):
+            prefill(rt.lm.model, arena.cache, ids[cached:], start + cached)
         kv = kv_from_cache(arena.cache, start, start + len(ids))
         g = rt.grafts.harvest(kv, start, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
                               extra={"session": self.session, "turn": self.turn})

@@ -264,3 +264,14 @@ def test_a_demoted_document_graft_mounts_from_the_archive_reported_lossy(make_ru
     lossy = rt.ask(question, mode="grafts", max_new_tokens=3)
     assert lossy.mounted[0]["id"] == gid and lossy.lossy
     assert rt.stats()["archive"]["archive_hits"] >= 1
+
+
+def test_sibling_slices_may_mount_together_but_never_with_their_parent(make_runtime):
+    rt = make_runtime()
+    g = harvest(rt, "Velmora orchard 7781 apple trees. Quintar harbor 7781 blue ledger.")
+    kids = rt.grafts.slice(g.id, [(0, 30), (30, g.tokens)])
+    ids = [r.graft.id for r in rt.grafts.route("Velmora Quintar 7781", k=3)]
+    assert not (g.id in ids and {k.id for k in kids} & set(ids))
+    rt.grafts.retire([g.id], into=kids[0].id)  # as `cull graft` does
+    ids = [r.graft.id for r in rt.grafts.route("Velmora Quintar 7781", k=3)]
+    assert set(ids) == {k.id for k in kids}  # both halves hold an identifier: both mounted
