@@ -92,6 +92,14 @@ class RangeReader(Protocol):
     def read_range(self, path: str, offset: int, size: int) -> bytes: ...
 
 
+@runtime_checkable
+class ScatterReader(Protocol):
+    """Optional ability: read a file's bytes from `offset` straight into caller buffers, in order
+    (one scatter read; no intermediate bytes object). Returns how many bytes were read."""
+
+    def read_into(self, path: str, offset: int, buffers: list[memoryview]) -> int: ...
+
+
 def read_range(fs: FileSystem, path: str, offset: int, size: int) -> bytes:
     if isinstance(fs, RangeReader):
         return fs.read_range(path, offset, size)
@@ -154,6 +162,9 @@ def ensure_dir(fs: FileSystem, path: str, *, sync: bool) -> None:
     if sync:
         for d in reversed(missing):
             fs.fsync_dir(os.path.dirname(d))
+
+
+IOV_MAX = 1024  # buffers per preadv call (the POSIX minimum of IOV_MAX is 16; Linux allows 1024)
 
 
 class _LocalFile:
@@ -257,3 +268,22 @@ class LocalFS:
         with open(path, "rb", buffering=0) as f:
             f.seek(offset)
             return f.read(size)
+
+    def read_into(self, path: str, offset: int, buffers: list[memoryview]) -> int:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            total = 0
+            pending = [b for b in buffers if b.nbytes]
+            while pending:
+                n = os.preadv(fd, pending[:IOV_MAX], offset + total)
+                if n == 0:
+                    return total  # end of file: fewer bytes than asked
+                total += n
+                while pending and n >= pending[0].nbytes:  # drop the buffers filled, keep the rest
+                    n -= pending[0].nbytes
+                    pending.pop(0)
+                if n:
+                    pending[0] = pending[0][n:]
+            return total
+        finally:
+            os.close(fd)

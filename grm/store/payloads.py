@@ -22,11 +22,13 @@ import contextlib
 import errno
 import hashlib
 import os
+import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from grm.store.envelope import Codec
-from grm.store.fs import Bytes, FileSystem, WritableFile, atomic_write, ensure_dir, made_dirs
+from grm.store.fs import (Bytes, FileSystem, ScatterReader, WritableFile, atomic_write, ensure_dir, made_dirs,
+                          read_range)
 from grm.store.layout import DIGEST_RE, Layout, is_tmp, tmp_name
 
 MISSING = "missing"
@@ -131,6 +133,40 @@ class PayloadFiles:
             self.forget(tenant, name)
             return None, CORRUPT
         return data, None
+
+    def read_into(self, tenant: str, name: str, size: int,
+                  plan: "Callable[[bytes], list[memoryview] | None]") -> bool:
+        """The fast path for a plain (not compressed, not encrypted) safetensors payload: read its
+        header, let `plan(header JSON bytes)` say where the tensor bytes go (buffers covering them
+        in file order), read them straight there (one scatter read) and check the size and the
+        SHA-256 of all the bytes, header included, against `name`, as `read` does. False: not
+        served this way (an envelope, an unexpected layout, damage): the caller uses `read`, which
+        decides and counts. Buffers may hold partial data after False."""
+        if self.codec.encrypted or not DIGEST_RE.match(name) or not isinstance(self.fs, ScatterReader):
+            return False
+        path = self.layout.payload(tenant, name)
+        try:
+            head = read_range(self.fs, path, 0, 8)
+            if len(head) < 8:
+                return False
+            (header_len,) = struct.unpack("<Q", head)
+            if 8 + header_len > size:
+                return False
+            header = read_range(self.fs, path, 8, header_len)
+            buffers = plan(header) if len(header) == header_len else None
+            if buffers is None or 8 + header_len + sum(b.nbytes for b in buffers) != size:
+                return False
+            if self.fs.read_into(path, 8 + header_len, buffers) != size - 8 - header_len:
+                return False
+            if self.fs.size(path) != size:
+                return False  # more bytes than the record says: not the file named
+        except (OSError, ValueError):
+            return False
+        h = hashlib.sha256(head)
+        h.update(header)
+        for b in buffers:
+            h.update(b)
+        return h.hexdigest() == name  # not encrypted: the name is the SHA-256 of the bytes
 
     def check(self, tenant: str, kind: str, key: str, name: str, size: int) -> str | None:
         """None if the file is whole, else MISSING or CORRUPT (reads and verifies it)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,6 +65,16 @@ class StoreReads:
             if first:
                 log.warning("payload %s of %s is %s: serving a miss", record.payload, record.ident, problem)
         return data
+
+    def read_payload_into(self: Store, record: Record, plan: Callable[[bytes], list[memoryview] | None]) -> bool:
+        """Read a plain safetensors payload straight into the caller's buffers: `plan(header JSON)`
+        returns buffers covering its tensor bytes in file order (or None). True only if the file
+        is exactly the record's bytes (size and SHA-256 over everything read, as `read_payload`
+        checks). False is not a verdict: use `read_payload`, which decides, counts and logs."""
+        self._check_open()
+        if record.payload is None:
+            return False
+        return self._payloads.read_into(record.tenant, record.payload, record.payload_size, plan)
 
     def payload_path(self: Store, record: Record) -> Path:
         """Where the record's payload file lives (for diagnostics, benchmarks and tests; reads go

@@ -1,0 +1,60 @@
+"""The fast load path: stored blocks read straight into one preallocated K/V (scatter reads).
+
+Expectations:
+1. A clean load takes the fast path for every block and serves exactly the bytes the slow path
+   serves (bit-identical K/V).
+2. A damaged payload file, or an encrypted/compressed store, never takes it; the slow path then
+   decides (the damaged block is a miss, recomputed), so nothing unverified is ever served.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tests.conftest import lorem
+
+
+def _ingest(rt, tmp_path):
+    doc = tmp_path / "doc.txt"
+    doc.write_text(lorem(12, 5))
+    rt.ingest([doc], progress=False)
+    return doc.read_text()
+
+
+def test_clean_load_is_scattered_and_identical_to_the_slow_path(make_runtime, tmp_path):
+    rt = make_runtime(block_tokens=64)
+    text = _ingest(rt, tmp_path)
+    fast = rt.exact.load_prefix(text)
+    assert rt.exact.counters["scatter_loads"] == len(fast.blocks) > 2
+    store_read = rt.store.read_payload_into
+    try:
+        rt.store.read_payload_into = lambda rec, plan: False  # force the slow path
+        slow = rt.exact.load_prefix(text)
+    finally:
+        rt.store.read_payload_into = store_read
+    assert torch.equal(fast.kv.keys, slow.kv.keys) and torch.equal(fast.kv.values, slow.kv.values)
+    assert fast.tokens == slow.tokens and [r.key for r in fast.blocks] == [r.key for r in slow.blocks]
+    assert rt.exact.counters["scatter_loads"] == len(fast.blocks)  # the forced run did not use it
+
+
+def test_a_damaged_file_falls_back_and_is_a_miss(make_runtime, tmp_path):
+    rt = make_runtime(block_tokens=64)
+    text = _ingest(rt, tmp_path)
+    first = rt.exact.load_prefix(text)
+    victim = first.blocks[1]
+    path = rt.store.payload_path(victim)
+    data = bytearray(path.read_bytes())
+    data[-7] ^= 0x01  # one bit of tensor data: only the SHA-256 over what was read can see it
+    path.write_bytes(bytes(data))
+    before = rt.exact.counters["scatter_loads"]
+    again = rt.exact.load_prefix(text)
+    assert rt.exact.counters["scatter_loads"] == before  # the fast path refused the whole run
+    assert [r.key for r in again.blocks] == [first.blocks[0].key] and again.misses == 1
+    assert torch.equal(again.kv.keys, first.kv.keys[:, :, : again.tokens])
+
+
+def test_encrypted_or_compressed_stores_use_the_slow_path(make_runtime, tmp_path):
+    rt = make_runtime(block_tokens=64, master_key=b"k" * 32, compress=True)
+    text = _ingest(rt, tmp_path)
+    prefix = rt.exact.load_prefix(text)
+    assert prefix.blocks and rt.exact.counters["scatter_loads"] == 0
