@@ -148,20 +148,9 @@ def made_dirs(fs: FileSystem, path: str) -> list[str]:
 def ensure_dir(fs: FileSystem, path: str, *, sync: bool) -> None:
     """makedirs, then fsync the parent of every directory created (a new directory entry is
     not durable until its parent directory is synced)."""
-    missing = []
-    p = path
-    while p and not fs.exists(p):
-        missing.append(p)
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    if not missing:
-        return
-    fs.makedirs(path)
-    if sync:
-        for d in reversed(missing):
-            fs.fsync_dir(os.path.dirname(d))
+    for parent in made_dirs(fs, path):
+        if sync:
+            fs.fsync_dir(parent)
 
 
 IOV_MAX = 1024  # buffers per preadv call (the POSIX minimum of IOV_MAX is 16; Linux allows 1024)
