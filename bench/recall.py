@@ -207,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
               f"1%-99%; {ingest.blocks} sections of <= {SECTION_TOKENS} tokens; ingest {ingest_s:.0f} s once.",
               "Selection by channel (top-1 holds the fact): " + ", ".join(
                   f"{c} {v:.0%}" for c, v in summary["selection_by_channel"].items()) + ".",
-              f"Selection used by the modes (combined: BM25 + identifiers + dense keys): {summary['selection_accuracy']:.0%} "
+              f"Selection used by the modes (the default channel, lexical: BM25 + identifiers): {summary['selection_accuracy']:.0%} "
               f"({len(misses)} misses). TTFT rag-text / exact-section: {summary['ttft_ratio_rag_over_exact_section']:.1f}x. "
               f"Ingest repaid after {summary['questions_to_repay_ingest'] or float('nan'):.0f} questions "
               "(vs re-reading the section as text).",
