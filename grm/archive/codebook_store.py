@@ -6,7 +6,7 @@ Record layout (the store treats all of it as opaque):
   key     "<identity>:<version>"   version = RVQCodebooks.version (content digest, 16 hex)
   parent  "<identity>"          so every codebook set of one model is one `children` lookup
   payload RVQCodebooks.to_bytes() (safetensors; format in grm/archive/rvq.py)
-  meta    {"identity", "version", "format", "k", "key_stages", "value_stages", "nbytes",
+  meta    {"identity", "version", "format", "k", "key_stages", "value_stages", "storage", "nbytes",
            "train_tokens"}
 
 Reading fails closed: a payload that does not verify (store digest), does not parse, or names
@@ -30,7 +30,8 @@ def save_codebooks(store: Store, books: RVQCodebooks) -> Record:
     """Write (or rewrite, same bytes) the record of `books`; returns it as committed."""
     cfg = books.config
     meta = {"identity": books.identity, "version": books.version, "format": RVQ_FORMAT, "k": cfg.k,
-            "key_stages": cfg.key_stages, "value_stages": cfg.value_stages, "nbytes": books.nbytes,
+            "key_stages": cfg.key_stages, "value_stages": cfg.value_stages, "storage": cfg.storage_dtype,
+            "nbytes": books.nbytes,
             "train_tokens": int(books.train.get("tokens", 0))}
     return store.put(TENANT, KIND, codebook_key(books.identity, books.version), meta=meta,
                      payload=books.to_bytes(), parent=books.identity)
@@ -63,6 +64,7 @@ def archive_stats(store: Store) -> dict:
         m = r.meta
         rows.append({"identity": m.get("identity"), "version": m.get("version"), "state": r.state,
                      "k": m.get("k"), "key_stages": m.get("key_stages"), "value_stages": m.get("value_stages"),
+                     "storage": m.get("storage", "float16"),
                      "codebook_bytes": m.get("nbytes"), "payload_bytes": r.payload_size,
                      "train_tokens": m.get("train_tokens")})
     return {"codebooks": rows, "count": len(rows),

@@ -13,8 +13,11 @@ Index streams: `RVQCodes.keys` [layers, kv_heads, key_stages, tokens] and `.valu
 [layers, kv_heads, value_stages, tokens], uint8 when k <= 256 else uint16 (k <= 1024, the symbol
 codecs' alphabet limit). Each (layer, head, side, stage) row is one symbol stream for the codecs.
 
-Codebooks are rounded to their storage dtype (float16 by default) during training, before the
-next stage's residuals are taken, so encoding and decoding use exactly the stored numbers.
+Codebooks are rounded to their storage form during training, before the next stage's residuals
+are taken, so encoding and decoding use exactly the stored numbers. Storage: float16 (default),
+bfloat16, float32, or int8 = every centroid row stored as int8 codes times one float16 scale
+(symmetric absmax: scale = max|c| / 127, codes = round(c / scale)), 66 bytes per 64-dim row
+instead of 128: at 32k stored tokens the codebooks are about half of an archive's all-in bytes.
 
 Distortion: encoding picks, per stage, argmin_c ||w * (r - c)||^2 with per-(layer, head) channel
 weights w (all ones = plain squared error; grm/archive/metric.py gives attention-aware ones), and
@@ -25,6 +28,8 @@ Serialized layout (safetensors, little-endian; `to_bytes` / `from_bytes`):
             "values"        [layers, kv_heads, value_stages, k, head_dim]  storage dtype
             "key_weights"   [layers, kv_heads, head_dim]  float32 distortion weights of keys
             "value_weights" [layers, kv_heads, head_dim]  float32 distortion weights of values
+            "key_scales"    [layers, kv_heads, key_stages, k]    float16, int8 storage only
+            "value_scales"  [layers, kv_heads, value_stages, k]  float16, int8 storage only
   metadata  "grm_rvq_format"  RVQ_FORMAT ("1")
             "identity"        the model identity the K/V came from (never served to another)
             "config"          canonical JSON of RVQConfig
@@ -50,7 +55,26 @@ from grm.kv import KV
 
 RVQ_FORMAT = 1
 MAX_K = 1024  # the symbol codecs take alphabets of at most 1024
-_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.int8}
+INT8_MAX = 127
+
+
+def to_storage(c: torch.Tensor, storage: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Centroids c [..., d] in their storage form: (tensor, None) for a float dtype, or
+    (int8 codes, float16 per-row scales [...]) for "int8"."""
+    if storage != "int8":
+        return c.to(_DTYPES[storage]), None
+    amax = c.abs().amax(dim=-1).to(torch.float32)
+    scale = (amax / INT8_MAX).to(torch.float16)
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale)).to(torch.float32)
+    codes = torch.round(c.to(torch.float32) / safe[..., None]).clamp_(-INT8_MAX, INT8_MAX).to(torch.int8)
+    return codes, scale
+
+
+def from_storage(stored: torch.Tensor, scales: torch.Tensor | None) -> torch.Tensor:
+    """The stored centroids as float32 numbers (what encoding and decoding use)."""
+    out = stored.to(torch.float32)
+    return out if scales is None else out * scales.to(torch.float32)[..., None]
 
 
 @dataclass(frozen=True)
@@ -148,6 +172,9 @@ class RVQCodebooks:
     # None = all ones (plain squared error). Encoding picks argmin ||w * (x - c)||^2.
     key_weights: torch.Tensor | None = None
     value_weights: torch.Tensor | None = None
+    # int8 storage only: float16 scale of every centroid row, [layers, kv_heads, stages, k]
+    key_scales: torch.Tensor | None = None
+    value_scales: torch.Tensor | None = None
     version: str = ""  # computed in __post_init__
 
     def __post_init__(self) -> None:
@@ -163,10 +190,19 @@ class RVQCodebooks:
             if tuple(w.shape) != shape or not bool((w > 0).all()):
                 raise ValueError(f"{name} must be positive, shaped {shape}")
             object.__setattr__(self, name, w)
+        int8 = cfg.storage_dtype == "int8"
+        for name, ref in (("key_scales", self.keys), ("value_scales", self.values)):
+            sc = getattr(self, name)
+            if ref.dtype != _DTYPES[cfg.storage_dtype]:
+                raise ValueError(f"codebooks are {ref.dtype}, the config says {cfg.storage_dtype}")
+            if int8 and (sc is None or tuple(sc.shape) != tuple(ref.shape[:4]) or sc.dtype != torch.float16):
+                raise ValueError(f"int8 codebooks need float16 {name} shaped {tuple(ref.shape[:4])}")
+            if not int8 and sc is not None:
+                raise ValueError(f"{name} belong to int8 codebooks only")
         object.__setattr__(self, "version", self._digest())
         # float32 working copies: encode/decode run in float32 on the stored numbers.
-        object.__setattr__(self, "_k32", self.keys.to(torch.float32))
-        object.__setattr__(self, "_v32", self.values.to(torch.float32))
+        object.__setattr__(self, "_k32", from_storage(self.keys, self.key_scales))
+        object.__setattr__(self, "_v32", from_storage(self.values, self.value_scales))
         # ...and in the weighted space encoding compares in: w * c, [layers, heads, stages, k, d]
         object.__setattr__(self, "_kw32", self._k32 * self.key_weights[:, :, None, None, :])
         object.__setattr__(self, "_vw32", self._v32 * self.value_weights[:, :, None, None, :])
@@ -175,10 +211,18 @@ class RVQCodebooks:
         h = hashlib.sha256()
         for part in (str(RVQ_FORMAT), self.identity, _canon(asdict(self.config))):
             h.update(part.encode() + b"\0")
-        for t in (self.keys, self.values, self.key_weights, self.value_weights):
+        for t in self._tensors().values():
             h.update(str(tuple(t.shape)).encode())
             h.update(t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         return h.hexdigest()[:16]
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        """Every stored tensor by its name in the serialized layout (scales only for int8)."""
+        out = {"keys": self.keys, "values": self.values, "key_weights": self.key_weights,
+               "value_weights": self.value_weights}
+        if self.key_scales is not None:
+            out.update(key_scales=self.key_scales, value_scales=self.value_scales)
+        return out
 
     @property
     def n_layers(self) -> int:
@@ -186,8 +230,16 @@ class RVQCodebooks:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the codebook tensors as stored (what an archive amortizes)."""
-        return int(self.keys.numel() * self.keys.element_size() + self.values.numel() * self.values.element_size())
+        """Bytes of the codebook tensors as stored, scales included (what an archive amortizes)."""
+        parts = (self.keys, self.values, self.key_scales, self.value_scales)
+        return int(sum(t.numel() * t.element_size() for t in parts if t is not None))
+
+    def stage_nbytes(self) -> int:
+        """Bytes of one stage of one side as stored, over every (layer, head): what each stage a
+        quantizer uses adds to the all-in cost."""
+        ref = self.keys if self.keys.numel() else self.values
+        layers, heads, _, k, dim = ref.shape
+        return int(layers * heads * k * (dim * ref.element_size() + (2 if self.key_scales is not None else 0)))
 
     def books(self, side: str, layer: int, stages: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Codebooks of one layer and side ("K" or "V"), first `stages` stages: [heads, stages, k, d].
@@ -239,9 +291,7 @@ class RVQCodebooks:
     def to_bytes(self) -> bytes:
         meta = {"grm_rvq_format": str(RVQ_FORMAT), "identity": self.identity, "config": _canon(asdict(self.config)),
                 "train": _canon(self.train), "version": self.version}
-        tensors = {"keys": self.keys.contiguous(), "values": self.values.contiguous(),
-                   "key_weights": self.key_weights.contiguous(), "value_weights": self.value_weights.contiguous()}
-        return st_save(tensors, metadata=meta)
+        return st_save({name: t.contiguous() for name, t in self._tensors().items()}, metadata=meta)
 
     @classmethod
     def from_bytes(cls, data: bytes, identity: str | None = None) -> RVQCodebooks:
@@ -256,11 +306,18 @@ class RVQCodebooks:
             raise ValueError(f"codebook format {meta.get('grm_rvq_format')!r} is not {RVQ_FORMAT}")
         if identity is not None and meta.get("identity") != identity:
             raise ValueError("codebooks belong to another model identity")
-        if set(tensors) != {"keys", "values", "key_weights", "value_weights"}:
+        try:
+            config = RVQConfig(**json.loads(meta["config"]))
+        except (KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"codebook config unreadable: {exc}") from exc
+        want = {"keys", "values", "key_weights", "value_weights"}
+        if config.storage_dtype == "int8":
+            want |= {"key_scales", "value_scales"}
+        if set(tensors) != want:
             raise ValueError(f"codebook file has tensors {sorted(tensors)}")
-        books = cls(tensors["keys"], tensors["values"], RVQConfig(**json.loads(meta["config"])),
-                    meta.get("identity", ""), json.loads(meta.get("train", "{}")),
-                    tensors["key_weights"], tensors["value_weights"])
+        books = cls(tensors["keys"], tensors["values"], config, meta.get("identity", ""),
+                    json.loads(meta.get("train", "{}")), tensors["key_weights"], tensors["value_weights"],
+                    tensors.get("key_scales"), tensors.get("value_scales"))
         if books.version != meta.get("version"):
             raise ValueError(f"codebook version {meta.get('version')!r} does not match its content ({books.version})")
         return books
@@ -284,11 +341,12 @@ def train_rvq(kv: KV, config: RVQConfig, identity: str, train_info: dict | None 
     if n < config.k:
         raise ValueError(f"training needs at least k={config.k} tokens, got {n}")
     store = _DTYPES[config.storage_dtype]
-    out = {}
+    out, scales = {}, {}
     for side_i, (side, src, stages, wt) in enumerate((("K", kv.keys, config.key_stages, kw),
                                                        ("V", kv.values, config.value_stages, vw))):
         w = wt.reshape(layers * heads, 1, dim)
         books = torch.zeros(layers * heads, stages, config.k, dim, dtype=store)
+        book_scales = torch.zeros(layers * heads, stages, config.k, dtype=torch.float16)
         x = src.reshape(layers * heads, n, dim)  # one k-means problem per (layer, head), solved as a batch
         if n > config.max_train and stages:
             gen = torch.Generator().manual_seed(_seed(config.seed, side_i, 63))
@@ -297,15 +355,18 @@ def train_rvq(kv: KV, config: RVQConfig, identity: str, train_info: dict | None 
         x = x.to(torch.float32) * w  # [layers * heads, vectors, dim] weighted residuals
         for stage in range(stages):
             cw = kmeans(x, KMeansConfig(config.k, config.iters, _seed(config.seed, side_i, stage)))
-            c = (cw / w).to(store)  # stored in x's units
+            c, sc = to_storage(cw / w, config.storage_dtype)  # stored in x's units
             books[:, stage] = c
-            c32 = c.to(torch.float32) * w  # what encoding will compare against
+            if sc is not None:
+                book_scales[:, stage] = sc
+            c32 = from_storage(c, sc) * w  # what encoding will compare against
             idx, _ = nearest(x, c32)
             x = x - torch.gather(c32, 1, idx[..., None].expand(-1, -1, dim))
         out[side] = books.reshape(layers, heads, stages, config.k, dim)
+        scales[side] = book_scales.reshape(layers, heads, stages, config.k) if store == torch.int8 else None
     info = {"tokens": n, "vectors_per_codebook": min(n, config.max_train),
             "metric": "plain" if key_weights is None and value_weights is None else "weighted", **(train_info or {})}
-    return RVQCodebooks(out["K"], out["V"], config, identity, info, kw, vw)
+    return RVQCodebooks(out["K"], out["V"], config, identity, info, kw, vw, scales["K"], scales["V"])
 
 
 class RVQQuantizer:
