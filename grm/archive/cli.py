@@ -3,7 +3,7 @@
 stats   what the tier holds, from the catalog only (no model is loaded)
 train   train codebooks for the current model on PATH... (or the tenant's stored documents) and
         save them in the store
-demote  archive stored blocks (KEY... or --all) with the newest codebooks of the current model
+demote  archive stored blocks or grafts (KEY... or --all) with the newest codebooks of the model
 """
 
 from __future__ import annotations
@@ -32,17 +32,23 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     t.add_argument("--key-stages", type=int, default=4, help="stages for keys (default 4)")
     t.add_argument("--value-stages", type=int, default=3, help="stages for values (default 3)")
     t.add_argument("--iters", type=int, default=15, help="Lloyd rounds per k-means (default 15)")
-    t.add_argument("--max-train", type=int, default=20000, help="vectors per codebook (default 20000)")
+    t.add_argument("--max-train", type=int, default=60000, help="vectors per codebook (default 60000)")
+    t.add_argument("--storage", default="int8", choices=["int8", "float16", "bfloat16", "float32"],
+                   help="codebook storage (default int8: a float16 scale per centroid, half the bytes of float16)")
     t.add_argument("--seed", type=int, default=0)
-    d = asub.add_parser("demote", parents=[common], help="archive stored blocks (KEY... or --all)",
-                        description="Archive stored blocks of the tenant with the newest codebooks of the current "
-                        "model (or --codebook VERSION). The last --recent tokens of each block stay exact. "
-                        "KEY may be a unique prefix.")
+    d = asub.add_parser("demote", parents=[common], help="archive stored blocks or grafts (KEY... or --all)",
+                        description="Archive stored blocks (or, with --kind graft, grafts that hold their own K/V: "
+                        "chat evidence, facts, slices) of the tenant with the newest codebooks of the current "
+                        "model (or --codebook VERSION). The last --recent tokens of each stay exact. KEY may be "
+                        "a unique prefix. Mounting from the archive is lossy, never an exact hit.")
     d.add_argument("keys", nargs="*", metavar="KEY")
-    d.add_argument("--all", action="store_true", help="every stored block of the tenant (of this model)")
-    d.add_argument("--keep-newest", type=int, default=0, metavar="N", help="with --all: leave the N newest blocks")
+    d.add_argument("--kind", choices=["block", "graft"], default="block",
+                   help="what to demote (default block; document grafts follow their block)")
+    d.add_argument("--all", action="store_true", help="every stored record of --kind of the tenant")
+    d.add_argument("--keep-newest", type=int, default=0, metavar="N", help="with --all: leave the N newest")
     d.add_argument("--drop-exact", action="store_true",
-                   help="delete each block's exact K/V row once its archive record commits (the text stays)")
+                   help="drop the exact K/V once the archive record commits: a block row is deleted (the text "
+                   "stays), a graft row stays without its payload")
     d.add_argument("--recent", type=int, default=32, help="tokens at the end of each block kept exact (default 32)")
     d.add_argument("--key-stages", type=int, default=None, help="key stages to use (default: all trained)")
     d.add_argument("--value-stages", type=int, default=None, help="value stages to use (default: all trained)")
@@ -72,7 +78,7 @@ def _train(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dic
     from grm.runtime.files import collect
 
     cfg = TrainConfig(k=args.k, key_stages=args.key_stages, value_stages=args.value_stages, iters=args.iters,
-                      max_train=args.max_train, seed=args.seed)
+                      max_train=args.max_train, seed=args.seed, storage=args.storage)
     with open_runtime(args) as rt:
         if args.paths:
             text = "\n\n".join(d.text for d in collect(args.paths))
@@ -90,23 +96,24 @@ def _train(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dic
         rec = save_codebooks(rt.store, books)
         out = {"model": rt.lm.name, "identity": books.identity, "version": books.version, "k": books.config.k,
                "key_stages": books.config.key_stages, "value_stages": books.config.value_stages,
-               "train_tokens": int(books.train.get("tokens", 0)), "codebook_bytes": rec.payload_size}
+               "train_tokens": int(books.train.get("tokens", 0)), "storage": books.config.storage_dtype,
+               "codebook_bytes": rec.payload_size}
     emit(out, args.json)
     return 0
 
 
-def _resolve(store, tenant: str, keys: list[str]) -> list[str]:
-    """Full keys of stored blocks named by KEY or a unique prefix of one."""
-    active = [r.key for r in store.records(tenant, "block") if r.state == "active"]
+def _resolve(store, tenant: str, keys: list[str], kind: str = "block") -> list[str]:
+    """Full keys of stored records of `kind` named by KEY or a unique prefix of one."""
+    active = [r.key for r in store.records(tenant, kind) if r.state == "active"]
     out = []
     for key in keys:
         hits = [k for k in active if k.startswith(key)] if key else []
         if key in active:
             hits = [key]
         if not hits:
-            raise UserInputError(f"no stored block {key!r} in tenant {tenant!r}")
+            raise UserInputError(f"no stored {kind} {key!r} in tenant {tenant!r}")
         if len(hits) > 1:
-            raise UserInputError(f"block key prefix {key!r} is ambiguous ({len(hits)} blocks)")
+            raise UserInputError(f"{kind} key prefix {key!r} is ambiguous ({len(hits)} {kind}s)")
         out.append(hits[0])
     return out
 
@@ -133,8 +140,9 @@ def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[di
         books = tier.codebooks(version)
         if books is None:
             raise UserInputError(f"codebooks {version} of model {rt.lm.name} are damaged: train them again")
-        keys = None if args.all else _resolve(rt.store, rt.config.tenant, args.keys)
-        report = tier.demote(rt.config.tenant, books, keys=keys, keep_newest=args.keep_newest, config=cfg)
+        keys = None if args.all else _resolve(rt.store, rt.config.tenant, args.keys, args.kind)
+        report = tier.demote(rt.config.tenant, books, keys=keys, kinds=(args.kind,), keep_newest=args.keep_newest,
+                             config=cfg)
     out = {"codebook": version, **report.to_json()}
     if not args.json:
         out.pop("keys")

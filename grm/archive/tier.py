@@ -30,8 +30,9 @@ model's codebooks are refused), and the geometry must be the dialect's. Anything
 (None), counted and logged once: the caller recomputes from the text.
 
 Exact payload on demotion: kept by default (the archive is a cold copy; the exact hit still wins
-where it verifies). With `drop_exact` the block row is deleted in the same transaction that
-commits the archive record, after the archive bytes were parsed back and their indices compared:
+where it verifies). With `drop_exact` the block row is deleted (a graft row is rewritten without its
+payload, marked "archived": the row is the graft) in the same transaction that commits the archive
+record, after the archive bytes were parsed back and their indices compared:
 there is never a moment with neither. The exact K/V can always be recomputed: the document stays
 byte-exact as its `document` record and the archive record keeps the span's text. The dropped
 block's payload file is left for fsck to collect (the store's delete rule).
@@ -176,6 +177,8 @@ class ArchiveTier:
             return f"not an active {' or '.join(DEMOTABLE_KINDS)} record"
         if rec.payload is None and rec.meta.get("block"):
             return f"shares the payload of block {rec.meta['block']}: demote the block"
+        if rec.payload is None:
+            return "no exact payload (already archived with its exact K/V dropped)"
         done = self.store.get(rec.tenant, KIND, rec.key)
         if done is not None and done.state == "active" and (done.meta.get("codebook"), done.meta.get("key_stages"),
                                                             done.meta.get("value_stages")) == (books.version, ks, vs):
@@ -209,7 +212,12 @@ class ArchiveTier:
             row.pop(name)  # the row's own columns say these
         with self.store.transaction() as txn:
             out = txn.put(rec.tenant, KIND, rec.key, meta=row, payload=payload, parent=rec.parent, text=rec.text)
-            if config.drop_exact:
+            if config.drop_exact and rec.kind == "graft":
+                # A graft's row is its identity (seat, ids, routing keys, lineage): it stays, and only
+                # its exact payload goes; GraftMemory.load mounts it from the archive from then on.
+                txn.put(rec.tenant, rec.kind, rec.key, meta={**rec.meta, "archived": books.version},
+                        parent=rec.parent, text=rec.text, state=rec.state)
+            elif config.drop_exact:
                 txn.delete(rec.tenant, rec.kind, rec.key)
         self.counters["demoted"] += 1
         return out
@@ -363,6 +371,6 @@ def tier_stats(store: Store, tenant: str | None = None) -> dict:
         "all_in_ratio": ratio(sums["fp16_bytes"], payload + codebook_bytes),
         "codebooks_used": [{"identity": i, "version": v, "bytes": size.get((i, v))} for i, v in used],
         "codebooks_stored": [{"identity": b["identity"], "version": b["version"], "k": b["k"],
-                              "key_stages": b["key_stages"], "value_stages": b["value_stages"],
+                              "key_stages": b["key_stages"], "value_stages": b["value_stages"], "storage": b["storage"],
                               "bytes": b["payload_bytes"], "train_tokens": b["train_tokens"]} for b in books],
     }

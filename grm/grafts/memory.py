@@ -95,27 +95,32 @@ class GraftMemory:
         return sorted(out, key=lambda g: (g.created, g.record.lsn))
 
     def load(self, gid: str) -> KV | None:
-        """The graft's K/V as stored (keys at its origin seat), verified; None = miss."""
+        """The graft's K/V as stored (keys at its origin seat), verified; None = miss. A graft whose
+        exact payload is gone (its block demoted with --drop-exact, or the graft itself) is mounted
+        from the archive tier when one is attached: dequantized, so its id lands in `lossy_ids`."""
         rec = self.store.get(self.tenant, KIND, gid)
         if not self._mine(rec):
             return None
         g = Graft.from_record(rec)
         ex = self.exact
+        kv, exact = None, rec  # exact: the record holding the exact payload, if any
         if g.block is not None:
-            block = self.store.get(self.tenant, "block", g.block)
-            kv = None
-            if block is not None:
-                kv = ex.verified(block, self.tenant, block.key, block.parent or "", g.seat, list(g.ids), g.text)
-            if kv is None and self.archive is not None:
-                mount = self.archive.load(self.tenant, g.block, at_seat=g.seat)
-                if mount is not None and mount.kv.tokens == g.tokens:
-                    self.lossy_ids.add(gid)
-                    return mount.kv
-            if kv is None and block is None:
-                ex.counters["block_misses"] += 1
-            self.lossy_ids.discard(gid)
-            return kv
-        return ex.verified(rec, self.tenant, g.id, PAYLOAD_PARENT, g.seat, list(g.ids), g.text)
+            exact = self.store.get(self.tenant, "block", g.block)
+            if exact is not None:
+                kv = ex.verified(exact, self.tenant, exact.key, exact.parent or "", g.seat, list(g.ids), g.text)
+        elif rec.payload is not None:
+            kv = ex.verified(rec, self.tenant, g.id, PAYLOAD_PARENT, g.seat, list(g.ids), g.text)
+        else:
+            exact = None
+        if kv is None and self.archive is not None:
+            mount = self.archive.load(self.tenant, g.block or g.id, at_seat=g.seat)
+            if mount is not None and mount.kv.tokens == g.tokens:
+                self.lossy_ids.add(gid)
+                return mount.kv
+        if kv is None and exact is None:
+            ex.counters["block_misses"] += 1
+        self.lossy_ids.discard(gid)
+        return kv
 
     # ----- writing -----------------------------------------------------------------------------
     def _routing_keys(self, kv: KV | None, ids: list[int], standalone_seat: int | None) -> str:
@@ -183,6 +188,8 @@ class GraftMemory:
         kv = self.load(gid)
         if kv is None:
             raise UserInputError(f"graft {gid[:12]} has no payload that verifies; cannot slice it")
+        if gid in self.lossy_ids:  # slices are stored as exact payloads: never from dequantized K/V
+            raise UserInputError(f"graft {gid[:12]} is archived (lossy K/V only); cannot slice it")
         tok = self.lm.tokenizer
         children = []
         for a, b in spans:

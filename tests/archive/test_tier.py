@@ -12,6 +12,7 @@ Expectations:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -20,7 +21,7 @@ import torch
 
 from grm.archive.archived import ArchivedSpan
 from grm.archive.codebook_store import TENANT as SYSTEM, codebook_key, save_codebooks
-from grm.archive.rvq import RVQCodebooks, RVQCodes
+from grm.archive.rvq import RVQCodes
 from grm.archive.tier import KIND, ArchiveConfig, ArchiveTier, load_archived, tier_stats
 from grm.archive.train import TrainConfig, auto_k, train_codebooks
 from grm.cli import main
@@ -155,8 +156,7 @@ def test_damaged_stream_bytes_do_not_parse():
 
 def test_another_models_codebooks_are_refused(env):
     rt, books = env
-    other = RVQCodebooks(books.keys, books.values, books.config, OTHER, books.train, books.key_weights,
-                         books.value_weights)
+    other = dataclasses.replace(books, identity=OTHER)
     tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
     rec = _blocks(rt)[5]
     with pytest.raises(UserInputError, match="another model"):
@@ -248,12 +248,16 @@ def test_cli_archive_train_demote_stats(tmp_path, capsys):
     assert "run `grm archive train`" in capsys.readouterr().err
     assert main(["archive", "train", *common, "--k", "16", "--iters", "3"]) == 0
     trained = json.loads(capsys.readouterr().out)
-    assert trained["k"] == 16 and trained["train_tokens"] > 0
+    assert trained["k"] == 16 and trained["train_tokens"] > 0 and trained["storage"] == "int8"
     assert main(["archive", "demote", "beef", *common]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no stored block 'beef'" in err
     assert main(["archive", "demote", *common]) == 2
     capsys.readouterr()
+    assert main(["archive", "demote", "--kind", "graft", "--all", *common]) == 0
+    grafts = json.loads(capsys.readouterr().out)  # document grafts share their block's payload: skipped
+    assert grafts["demoted"] == 0 and grafts["skipped"] >= 1
+    assert all("demote the block" in why for why in grafts["skipped_keys"].values())
     assert main(["archive", "demote", "--all", *common]) == 0
     demoted = json.loads(capsys.readouterr().out)
     assert demoted["demoted"] >= 1 and demoted["codebook"] == trained["version"]
@@ -261,4 +265,5 @@ def test_cli_archive_train_demote_stats(tmp_path, capsys):
     st = json.loads(capsys.readouterr().out)
     assert st["records"] == demoted["demoted"] and st["tokens"] == demoted["tokens"]
     assert [c["version"] for c in st["codebooks_used"]] == [trained["version"]]
+    assert [c["storage"] for c in st["codebooks_stored"]] == ["int8"]
     assert st["all_in_ratio"] > 1.0

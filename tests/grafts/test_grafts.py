@@ -266,6 +266,39 @@ def test_a_demoted_document_graft_mounts_from_the_archive_reported_lossy(make_ru
     assert rt.stats()["archive"]["archive_hits"] >= 1
 
 
+def test_a_demoted_evidence_graft_keeps_its_row_and_mounts_lossy(make_runtime):
+    from grm.archive.codebook_store import save_codebooks
+    from grm.archive.tier import ArchiveConfig
+    from grm.archive.train import TrainConfig, train_codebooks
+    from tests.conftest import lorem
+
+    rt = make_runtime()
+    text = "Chat turn: the harbor master of Quintar keeps the blue ledger. " + lorem(1, 5)
+    g = harvest(rt, text)
+    exact_kv = rt.grafts.load(g.id)
+    assert g.tokens > 40 and g.id not in rt.grafts.lossy_ids
+    books = train_codebooks(rt.lm, rt.dialect, lorem(20, seed=7), TrainConfig(k=32, iters=5))
+    save_codebooks(rt.store, books)
+    report = rt.archive.demote(rt.config.tenant, books, keys=[g.id], kinds=("graft",),
+                               config=ArchiveConfig(drop_exact=True))
+    assert report.demoted == [g.id] and report.dropped_exact == 1
+    rec = rt.store.get(rt.config.tenant, "graft", g.id)
+    assert rec.payload is None and rec.meta["archived"] == books.version  # the row stays, its payload goes
+    kv = rt.grafts.load(g.id)
+    assert kv is not None and g.id in rt.grafts.lossy_ids
+    assert torch.equal(kv.values[:, :, -32:], exact_kv.values[:, :, -32:])  # the exact window
+    assert not torch.equal(kv.values, exact_kv.values)
+    assert g.id in [r.graft.id for r in rt.grafts.route("Quintar harbor master blue ledger")]
+    with pytest.raises(UserInputError, match="archived"):
+        rt.grafts.slice(g.id, [(0, 10)])  # a slice would store dequantized K/V as exact
+    again = rt.archive.demote(rt.config.tenant, books, keys=[g.id], kinds=("graft",))
+    assert again.demoted == [] and g.id in again.skipped
+    rt.close()
+    plain = make_runtime()  # the same store, no archive tier attached: a miss, never an error
+    plain.grafts.archive = None
+    assert plain.grafts.load(g.id) is None
+
+
 def test_sibling_slices_may_mount_together_but_never_with_their_parent(make_runtime):
     rt = make_runtime()
     g = harvest(rt, "Velmora orchard 7781 apple trees. Quintar harbor 7781 blue ledger.")

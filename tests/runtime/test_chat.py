@@ -6,9 +6,10 @@ Expectations:
    the superseded fact's graft and the stale turn from routing, and `why` names both turns.
 3. Under a device budget of 0 bytes nothing stays resident after a turn, and page-ins are counted.
 4. Without --clear-context the last turns stay live (seats grow by them); with it they do not.
-5. Folding writes digest grafts whose source turns retire from routing; descent brings a source
+5. A turn demoted to the archive with its exact K/V dropped is still recalled, reported lossy.
+6. Folding writes digest grafts whose source turns retire from routing; descent brings a source
    back for a query that matches it.
-6. The CLI prints one JSON object per non-blank script line; a bad line is reported and skipped;
+7. The CLI prints one JSON object per non-blank script line; a bad line is reported and skipped;
    a non-UTF-8 script is refused with exit 2.
 """
 
@@ -36,6 +37,28 @@ def test_turns_are_harvested_and_remembered_across_processes(make_runtime, tmp_p
     r = rt2.chat(clear_context=True).send("What is the vault code of Quintar?")
     assert r1.harvested in [m["id"] for m in r.mounted]
     assert r.tokens_from_memory > len(rt2.exact.sink_ids)
+
+
+def test_a_turn_demoted_to_the_archive_is_recalled_and_reported_lossy(make_runtime, tmp_path):
+    from grm.archive.codebook_store import save_codebooks
+    from grm.archive.tier import ArchiveConfig
+    from grm.archive.train import TrainConfig, train_codebooks
+    from tests.conftest import lorem
+
+    rt = make_runtime(max_new_tokens=3)
+    chat = rt.chat(clear_context=True)
+    said = chat.send("The vault code of Quintar is 7781. " + lorem(1, 9))
+    assert not chat.send("What is the vault code of Quintar?").lossy  # exact while not demoted
+    books = train_codebooks(rt.lm, rt.dialect, lorem(20, seed=7), TrainConfig(k=32, iters=5))
+    save_codebooks(rt.store, books)
+    report = rt.archive.demote(rt.config.tenant, books, keys=[said.harvested], kinds=("graft",),
+                               config=ArchiveConfig(drop_exact=True))
+    assert report.demoted == [said.harvested]
+    rt.close()
+    rt2 = make_runtime(max_new_tokens=3, store=tmp_path / "store")
+    r = rt2.chat(clear_context=True).send("What is the vault code of Quintar?")
+    assert said.harvested in [m["id"] for m in r.mounted] and r.lossy
+    assert rt2.stats()["archive"]["archive_hits"] >= 1
 
 
 def test_bad_turns(make_runtime):
