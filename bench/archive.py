@@ -2,9 +2,10 @@
 
 Text: the gensim Lee news corpus. Evaluation = non-overlapping 1,024-seat windows (4 sinks +
 1,020 text tokens) of the first EVAL_ARTICLES articles; codebooks (k = 256, K x4 / V x3 stages,
-plain k-means; plus a K x4 / V x2 set with the attention-weighted distortion of
-grm/archive/metric.py, for comparison) are trained on K/V harvested from articles TRAIN_FROM..
-(disjoint). Each method is evaluated by mixed-source attention (one pass per window,
+plain k-means, stored int8 with a float16 scale per centroid; plus the same stack stored float16,
+and a K x4 / V x2 int8 set with the attention-weighted distortion of grm/archive/metric.py, for
+comparison) are trained on K/V harvested from every full window of articles TRAIN_FROM..
+(disjoint, ~51k tokens). Each method is evaluated by mixed-source attention (one pass per window,
 grm/archive/mixed_attention.py); the hybrid K4/V2 pass is checked against the token-by-token
 reference (grm/archive/stepwise.py) on 2 windows, both in float64 (in float32 a near-tied
 nearest-centroid choice can flip under rounding noise in one path and not the other). Bytes per
@@ -17,6 +18,7 @@ Targets (issue 6): >= 36x archive-only at <= +15% perplexity; all-in >= 20x at 3
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import asdict
 import hashlib
 import sys
@@ -30,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import cache_dir, news_corpus, write_results  # noqa: E402
 
 EVAL_ARTICLES = 60  # articles [0, 60) are held out for evaluation (~14k tokens)
-TRAIN_FROM = 100  # codebooks train on articles [100, 300)
+TRAIN_FROM = 100  # codebooks train on articles [100, 300): 50 windows, 51,000 tokens
 ALLIN_TOKENS = (1024, 32768, 1_048_576)
 TARGET_RATIO, TARGET_PPL, TARGET_ALLIN = 36.0, 1.15, 20.0
 FP16 = 2  # bytes per element of the fp16 reference
@@ -40,8 +42,8 @@ def _plan(quick: bool) -> dict:
     if quick:
         return {"window_tokens": 256, "eval_windows": 2, "train_windows": 4, "k": 64, "iters": 5, "max_train": 1000,
                 "check_windows": 1}
-    return {"window_tokens": 1024, "eval_windows": 10, "train_windows": 20, "k": 256, "iters": 15, "max_train": 20000,
-            "check_windows": 2}
+    return {"window_tokens": 1024, "eval_windows": 10, "train_windows": None, "k": 256, "iters": 15,
+            "max_train": 60000, "check_windows": 2}
 
 
 # (label, key stages, value stages) of the plain-k-means codebooks; trained: K x4, V x3.
@@ -50,14 +52,17 @@ ALLOCATIONS = (("VQ x1 (K1/V1)", 1, 1), ("RVQ x2 (K2/V2)", 2, 2), ("keys-only RV
                ("hybrid RVQ K4/V3", 4, 3))
 HEADLINE = "hybrid RVQ K4/V2"  # the issue's hybrid; checked against the token-by-token reference
 WEIGHTED = "hybrid RVQ K4/V2, attention-weighted k-means"
+FLOAT16 = (("hybrid RVQ K4/V2, float16 codebooks", 4, 2), ("hybrid RVQ K4/V3, float16 codebooks", 4, 3))
+STORAGE = "int8"  # codebook storage of every RVQ row not marked otherwise
 
 
-def _methods(books, weighted, quantizers: dict) -> list[tuple[str, str, object]]:
+def _methods(books, weighted, books16, quantizers: dict) -> list[tuple[str, str, object]]:
     from grm.archive.rvq import RVQQuantizer
 
     rows = [("exact", "exact", None), ("eviction (4+32)", "evict", None),
             ("int8 KIVI g32", "archive", quantizers["int8"]), ("int4 KIVI g32", "archive", quantizers["int4"])]
     rows += [(label, "archive", RVQQuantizer(books, ks, vs)) for label, ks, vs in ALLOCATIONS]
+    rows += [(label, "archive", RVQQuantizer(books16, ks, vs)) for label, ks, vs in FLOAT16]
     rows.append((WEIGHTED, "archive", RVQQuantizer(weighted, 4, 2)))
     return rows
 
@@ -84,12 +89,48 @@ def _codec_bytes(books, kv_pf, window_tokens: int) -> dict:
             chaos[side][stage] += cg.payload_nbytes
             index[side][stage] += cg.suffix_index().nbytes
             streams += 1
+    real = _real_streams(books, kv_pf)
     # Bytes per token of one stage of one side, summed over layers and heads.
-    return {"tokens": tokens, "tokens_per_archive": window_tokens, "streams": streams, "round_trip_ok": ok,
+    return {"real_streams": real, "tokens": tokens, "tokens_per_archive": window_tokens, "streams": streams,
+            "round_trip_ok": ok,
             "bitpacked_per_stage": {s: (per[s] / tokens).tolist() for s in per},
             "chaos_per_stage": {s: (chaos[s] / tokens).tolist() for s in chaos},
             "suffix_index_per_stage": {s: (index[s] / tokens).tolist() for s in index},
             "container_overhead_bytes_per_stream": 28}
+
+
+def _real_streams(books, kv_pf) -> dict:
+    """The codec checks of bench/codec.py on real symbols: every per-head index stream of the
+    held-out K/V (all windows in one stream per (layer, head, side, stage)) through both codecs
+    (round trip, container bytes, symbol_at at 1,000 random positions, append 100 symbols at a
+    time), and suffix search for s = 1..8 against a brute-force scan on each chaos stream (12
+    queries taken from the stream + 4 random per s)."""
+    import numpy as np
+
+    from codec import measure_codec, measure_search  # bench/codec.py
+
+    from grm.archive import BitPackedCodec, ChaosGameCodec
+
+    rng = np.random.default_rng(7)
+    codes = books.encode(kv_pf)
+    ok, symbols, worst_p, worst_r = True, 0, 1.0, 1.0
+    timing = {"symbol_at_us_per_op": [], "append_us_per_symbol": [], "search_us_per_query": []}
+    streams = codes.streams()
+    for _key, sym in streams:
+        sym = sym.astype(np.int64)
+        bp, _ = measure_codec(BitPackedCodec, sym, codes.k, rng, ops=1000, chunk=100)
+        cg, codec = measure_codec(ChaosGameCodec, sym, codes.k, rng, ops=1000, chunk=100)
+        ok &= bp["round_trip_ok"] and cg["round_trip_ok"]
+        symbols += sym.size
+        search = measure_search(codec, sym, codes.k, rng)
+        for q in search["by_query_length"]:
+            worst_p, worst_r = min(worst_p, q["precision"]), min(worst_r, q["recall"])
+            timing["search_us_per_query"].append(q["search_us_per_query"])
+        timing["symbol_at_us_per_op"].append(cg["symbol_at_us_per_op"])
+        timing["append_us_per_symbol"].append(cg["append_us_per_symbol"])
+    return {"streams": len(streams), "symbols": symbols, "symbols_per_stream": codes.keys.shape[-1],
+            "round_trip_ok": bool(ok), "suffix_precision_min": worst_p, "suffix_recall_min": worst_r,
+            "query_lengths": "1..8", **{f"chaos_{k}_median": float(np.median(v)) for k, v in timing.items()}}
 
 
 def _archive_bytes(q, codec: dict | None, geometry: tuple[int, int, int], way: str) -> float:
@@ -120,9 +161,7 @@ def _codebook_bytes(q) -> int:
 
     if not isinstance(q, RVQQuantizer):
         return 0
-    cb = q.codebooks
-    per_stage = cb.keys.shape[0] * cb.keys.shape[1] * cb.config.k * cb.keys.shape[4] * cb.keys.element_size()
-    return per_stage * (q.key_stages + q.value_stages)
+    return q.codebooks.stage_nbytes() * (q.key_stages + q.value_stages)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -165,13 +204,18 @@ def main(args: argparse.Namespace) -> int:
     timings["harvest_train_s"] = time.perf_counter() - t
     log(f"harvested {got.kv.keys.shape[2]} training tokens")
     info = {"text_sha256": hashlib.sha256(train_text.encode()).hexdigest(), "articles": f"[{TRAIN_FROM}, {len(articles)})"}
-    rcfg = RVQConfig(k=plan["k"], key_stages=4, value_stages=3, iters=plan["iters"], max_train=plan["max_train"])
+    rcfg = RVQConfig(k=plan["k"], key_stages=4, value_stages=3, iters=plan["iters"], max_train=plan["max_train"],
+                     storage_dtype=STORAGE)
     t = time.perf_counter()
     trained = train_rvq(got.kv, rcfg, lm.identity, info)
     timings["train_s"] = time.perf_counter() - t
     log(f"trained codebooks {trained.version} ({trained.nbytes / 1e6:.1f} MB)")
     t = time.perf_counter()
-    wcfg = RVQConfig(k=plan["k"], key_stages=4, value_stages=2, iters=plan["iters"], max_train=plan["max_train"])
+    books16 = train_rvq(got.kv, dataclasses.replace(rcfg, storage_dtype="float16"), lm.identity, info)
+    timings["train_float16_s"] = time.perf_counter() - t
+    log(f"trained float16 codebooks {books16.version} ({books16.nbytes / 1e6:.1f} MB)")
+    t = time.perf_counter()
+    wcfg = dataclasses.replace(rcfg, value_stages=2)
     weighted = train_rvq(got.kv, wcfg, lm.identity, info, key_weights=key_weights(got.query_energy),
                          value_weights=value_weights(model, dialect))
     timings["train_weighted_s"] = time.perf_counter() - t
@@ -188,7 +232,7 @@ def main(args: argparse.Namespace) -> int:
 
     # 2. Perplexity of every method over the held-out windows (mixed-source attention).
     quantizers = {"int8": KiviQuantizer(KiviConfig(8, 32)), "int4": KiviQuantizer(KiviConfig(4, 32))}
-    methods = _methods(books, weighted, quantizers)
+    methods = _methods(books, weighted, books16, quantizers)
     nlls: dict[str, list[torch.Tensor]] = {}
     raw_first: dict[str, list[torch.Tensor]] = {}
     t = time.perf_counter()
@@ -266,7 +310,8 @@ def main(args: argparse.Namespace) -> int:
                                  and r["ppl_ratio"] <= TARGET_PPL],
         "mixed_vs_stepwise_lt_1e-4": all(c["abs_delta_mean_nll"] < 1e-4 for c in checks),
     }
-    table = _table(rows, checks, codec, targets, plan, fp16_per_token, int4_bytes, exact_window_bytes, books, quick)
+    table = _table(rows, checks, codec, targets, plan, fp16_per_token, int4_bytes, exact_window_bytes, books,
+                   books16.stage_nbytes(), quick)
     data = {"model": lm.name, "identity": lm.identity, "threads": threads, "quick": quick, "plan": plan,
             "fp16_bytes_per_token": fp16_per_token, "int4_bytes_per_token": int4_bytes,
             "exact_window_tokens": window.sinks + window.recent, "eval_windows": len(eval_windows),
@@ -278,6 +323,16 @@ def main(args: argparse.Namespace) -> int:
     write_results(name, data, table, "grm bench archive --threads 2" + (" --quick" if quick else ""))
     print("\n".join(table))
     return 0
+
+
+def _real_line(real: dict) -> str:
+    return (f"Codecs on real symbols: {real['streams']} per-head index streams of the held-out K/V "
+            f"({real['symbols_per_stream']:,} symbols each, {real['symbols']:,} in all), both codecs: round trip, "
+            f"container bytes, symbol_at and append {'all agree' if real['round_trip_ok'] else 'FAILED'}; "
+            f"suffix search s = {real['query_lengths']} vs brute force: precision {real['suffix_precision_min']:.2f}, "
+            f"recall {real['suffix_recall_min']:.2f} (worst over all streams and queries); chaos medians: symbol_at "
+            f"{real['chaos_symbol_at_us_per_op_median']:.2f} us/op, append "
+            f"{real['chaos_append_us_per_symbol_median']:.3f} us/symbol, search {real['chaos_search_us_per_query_median']:.0f} us/query.")
 
 
 def _fmt_ratio(x: float) -> str:
@@ -300,13 +355,14 @@ def _target_lines(rows) -> list[str]:
     return out
 
 
-def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, quick) -> list[str]:
+def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, books16_stage, quick) -> list[str]:
     w = plan["window_tokens"]
     out = [f"SmolLM2-135M, {plan['eval_windows']} held-out windows of {w:,} seats (4 sinks + {w - 4:,} scored tokens), "
            f"exact window 4 + 32; codebooks k={books.config.k}, trained on {books.train.get('tokens')} tokens of "
            f"disjoint articles ({books.train.get('vectors_per_codebook')} vectors per codebook, {books.config.iters} "
-           f"Lloyd rounds, fp16), plain squared-error k-means unless marked attention-weighted "
-           f"(grm/archive/metric.py). fp16 K/V = {fp16:,} B/token; int4 KIVI g32 = {int4:,.0f} B/token."
+           f"Lloyd rounds), stored {books.config.storage_dtype} ({books.stage_nbytes() / 1e6:.2f} MB per stage of "
+           f"one side) unless marked float16 ({books16_stage / 1e6:.2f} MB), plain squared-error k-means unless "
+           f"marked attention-weighted (grm/archive/metric.py). fp16 K/V = {fp16:,} B/token; int4 KIVI g32 = {int4:,.0f} B/token."
            + (" QUICK RUN (smoke test, not the result)." if quick else ""), "",
            "| method | PPL [95% CI] | PPL / exact [95% CI] | archive B/token (bit-packed / chaos anchors) | "
            "x vs fp16 | x vs int4 | suffix index B/token | all-in x at 1k / 32k* / 1M* |",
@@ -336,14 +392,16 @@ def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, 
         f"{targets['mixed_vs_stepwise_lt_1e-4']}. Against the targets, point estimates (PPL / exact [95% CI]):",
         *_target_lines(rows),
         "", f"Bytes: archive-only counts index payload of real streams ({codec['streams']} streams of "
-        f"{codec['tokens']} tokens, round trip {'ok' if codec['round_trip_ok'] else 'FAILED'}) through the bit-packed "
+        f"{codec['tokens']} tokens in all, one archive per window, round trip "
+        f"{'ok' if codec['round_trip_ok'] else 'FAILED'}) through the bit-packed "
         f"codec and as chaos-game anchor points; a side left exact counts fp16; KIVI counts codes + fp16 scale/zero "
         f"per group; each stream adds a 28-byte container header+CRCs (not included). The suffix-search index (one "
         f"point per symbol, in memory, rebuilt from the stream) is reported separately. All-in = exact window "
-        f"({exact_window:,} B: 36 tokens fp16) + the codebooks the method uses (fp16) + (N - 36) x the chaos-anchor "
-        f"archive bytes, over N stored tokens. * 32k and 1M are extrapolated from the per-token costs measured on "
+        f"({exact_window:,} B: 36 tokens fp16) + the codebooks the method uses, as stored + (N - 36) x the "
+        f"chaos-anchor archive bytes, over N stored tokens. * 32k and 1M are extrapolated from the per-token costs measured on "
         f"one archive per {w - 4:,}-token window (the codec payload is linear in tokens); the 1k figure uses those "
-        f"measured per-window archives."]
+        f"measured per-window archives.",
+        "", _real_line(codec["real_streams"])]
     return out
 
 

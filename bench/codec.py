@@ -5,6 +5,11 @@ by side in one run (shared machines are noisy, so compare ratios, not absolute f
 round-trip correctness (decode and bytes), encode/decode µs per symbol, symbol_at µs per op,
 append µs per symbol, suffix-search µs per query for s = 1..8 with precision/recall against a
 brute-force scan, and bytes per symbol (bit-packed payload, chaos anchors, suffix index).
+Then a round-trip sweep over EVERY alphabet size 2..1024 (SWEEP_SYMBOLS uniform symbols each,
+both codecs): decode, container bytes, symbol_at at random positions and append in chunks
+(whose bytes must equal one-shot encoding) must all agree with the stream.
+Real symbols (index streams of real K/V) are checked by `grm bench archive` (round trip of every
+stream, suffix search on per-head streams against brute force).
 
 Run from the repository root:  .venv/bin/python bench/codec.py [out_dir] [n]   (or: grm bench codec)
 Writes out_dir/codec.json and out_dir/codec.md (default out_dir: bench/results).
@@ -40,6 +45,9 @@ QUERIES_PER_LENGTH = 16  # 12 drawn from the stream (present), 4 uniform random 
 SYMBOL_AT_OPS = 20_000
 APPEND_CHUNK = 4096
 SEED = 20240601
+SWEEP_ALPHABETS = range(2, 1025)  # every alphabet size the codecs take
+SWEEP_SYMBOLS = 1_000_000  # per alphabet size (the quick run uses 10x fewer)
+SWEEP_SYMBOL_AT = 200  # random-access checks per stream and codec
 
 
 def make_stream(distribution: str, alphabet: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -64,31 +72,32 @@ def brute_force(stream: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.flatnonzero((windows == query).all(axis=1)) + query.size - 1
 
 
-def measure_codec(codec_cls: type, stream: np.ndarray, alphabet: int,
-                  rng: np.random.Generator) -> dict:
-    """Round trip, encode/decode, symbol_at, append and bytes for one codec on one stream."""
+def measure_codec(codec_cls: type, stream: np.ndarray, alphabet: int, rng: np.random.Generator,
+                  ops: int = SYMBOL_AT_OPS, chunk: int = APPEND_CHUNK) -> dict:
+    """Round trip, encode/decode, symbol_at (`ops` random positions), append (`chunk` symbols at a
+    time) and bytes for one codec on one stream."""
     n = stream.size
     encode_s, codec = best_of(3, lambda: codec_cls.encode(stream, alphabet))
     decode_s, decoded = best_of(3, codec.decode)
     data = codec.to_bytes()
     round_trip = bool(np.array_equal(decoded, stream)
                       and np.array_equal(codec_cls.from_bytes(data).decode(), stream))
-    positions = rng.integers(0, n, SYMBOL_AT_OPS).tolist()
+    positions = rng.integers(0, n, ops).tolist()
     start = time.perf_counter()
     sampled = [codec.symbol_at(i) for i in positions]
     symbol_at_s = time.perf_counter() - start
     round_trip = round_trip and sampled == stream[positions].tolist()
     grown = codec_cls.encode(stream[:0], alphabet)
     start = time.perf_counter()
-    for at in range(0, n, APPEND_CHUNK):
-        grown.append(stream[at : at + APPEND_CHUNK])
+    for at in range(0, n, chunk):
+        grown.append(stream[at : at + chunk])
     append_s = time.perf_counter() - start
     round_trip = round_trip and grown.to_bytes() == data
     return {
         "round_trip_ok": round_trip,
         "encode_us_per_symbol": 1e6 * encode_s / n,
         "decode_us_per_symbol": 1e6 * decode_s / n,
-        "symbol_at_us_per_op": 1e6 * symbol_at_s / SYMBOL_AT_OPS,
+        "symbol_at_us_per_op": 1e6 * symbol_at_s / ops,
         "append_us_per_symbol": 1e6 * append_s / n,
         "payload_bytes_per_symbol": codec.payload_nbytes / n,
         "container_bytes": len(data),
@@ -136,6 +145,34 @@ def measure_search(codec: ChaosGameCodec, stream: np.ndarray, alphabet: int,
     }
 
 
+def sweep(n: int, rng: np.random.Generator) -> dict:
+    """Round trip of both codecs on n uniform symbols for every alphabet size in SWEEP_ALPHABETS."""
+    failures: list[dict] = []
+    start = time.perf_counter()
+    for alphabet in SWEEP_ALPHABETS:
+        stream = rng.integers(0, alphabet, n)
+        positions = rng.integers(0, n, SWEEP_SYMBOL_AT)
+        for codec_cls in (BitPackedCodec, ChaosGameCodec):
+            codec = codec_cls.encode(stream, alphabet)
+            data = codec.to_bytes()
+            grown = codec_cls.encode(stream[: n // 3], alphabet)
+            for at in range(n // 3, n, 65_536):
+                grown.append(stream[at : at + 65_536])
+            checks = {
+                "decode": np.array_equal(codec.decode(), stream),
+                "from_bytes": np.array_equal(codec_cls.from_bytes(data).decode(), stream),
+                "symbol_at": [codec.symbol_at(int(i)) for i in positions] == stream[positions].tolist(),
+                "append": grown.to_bytes() == data,
+            }
+            bad = [name for name, ok in checks.items() if not ok]
+            if bad:
+                failures.append({"alphabet": alphabet, "codec": codec_cls.__name__, "failed": bad})
+    return {"alphabets": f"{SWEEP_ALPHABETS.start}..{SWEEP_ALPHABETS.stop - 1}",
+            "count": len(SWEEP_ALPHABETS), "symbols_per_alphabet": n,
+            "symbols_total": n * len(SWEEP_ALPHABETS), "failures": failures,
+            "seconds": time.perf_counter() - start}
+
+
 def machine() -> dict:
     return {
         "processor": platform.processor() or platform.machine(),
@@ -146,7 +183,7 @@ def machine() -> dict:
     }
 
 
-def run(out_dir: Path, n: int = 1_000_000) -> dict:
+def run(out_dir: Path, n: int = 1_000_000, sweep_n: int = SWEEP_SYMBOLS) -> dict:
     """Run every configuration on n-symbol streams; write codec.json and codec.md to out_dir."""
     rng = np.random.default_rng(SEED)
     rows = []
@@ -179,6 +216,7 @@ def run(out_dir: Path, n: int = 1_000_000) -> dict:
         "n_symbols": n,
         "zipf_exponent": ZIPF_EXPONENT,
         "results": rows,
+        "sweep": sweep(sweep_n, rng),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "codec.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -231,6 +269,16 @@ def markdown(report: dict) -> str:
         cells = " | ".join(f"{q['search_us_per_query']:.1f}"
                            for q in r["suffix_search"]["by_query_length"])
         lines.append(f"| {r['alphabet']} | {r['distribution']} | {cells} |")
+    sw = report.get("sweep")
+    if sw:
+        verdict = ("every check passed" if not sw["failures"] else
+                   f"{len(sw['failures'])} FAILURES: " + ", ".join(f"A={f['alphabet']} {f['codec']} {f['failed']}"
+                                                             for f in sw["failures"][:10]))
+        lines += ["", f"Round-trip sweep: every alphabet size {sw['alphabets']} ({sw['count']} sizes), "
+                  f"{sw['symbols_per_alphabet']:,} uniform symbols each ({sw['symbols_total']:,} in all), both "
+                  f"codecs: decode, container bytes, symbol_at at {SWEEP_SYMBOL_AT} random positions, and append "
+                  f"in 65,536-symbol chunks after a one-shot third (bytes equal to one-shot encoding): "
+                  f"{verdict} ({sw['seconds']:.0f} s)."]
     return "\n".join(lines) + "\n"
 
 
@@ -240,7 +288,7 @@ def main(args: object) -> int:
     target = Path(__file__).resolve().parent / "results"
     if quick:
         target = Path(tempfile.mkdtemp(prefix="grm-bench-codec-"))
-    run(target, 100_000 if quick else 1_000_000)
+    run(target, 100_000 if quick else 1_000_000, SWEEP_SYMBOLS // 10 if quick else SWEEP_SYMBOLS)
     print((target / "codec.md").read_text())
     return 0
 
@@ -252,4 +300,4 @@ if __name__ == "__main__":
     print((target / "codec.md").read_text())
     failed = [r for r in result["results"]
               if not (r["bitpacked"]["round_trip_ok"] and r["chaos"]["round_trip_ok"])]
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if failed or result["sweep"]["failures"] else 0)
