@@ -86,8 +86,7 @@ def _train(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dic
             text = rt.stored_text()
         if not text.strip():
             raise UserInputError("no text to train on: give PATH... or ingest documents into this tenant first")
-        show = not args.json or sys.stderr.isatty()
-        with tqdm(desc="harvest", unit="window", disable=not show, leave=False) as bar:
+        with tqdm(desc="harvest", unit="window", disable=not _show_progress(args), leave=False) as bar:
             def progress(done: int, total: int) -> None:
                 bar.total = total
                 bar.update(done - bar.n)
@@ -118,7 +117,14 @@ def _resolve(store, tenant: str, keys: list[str], kind: str = "block") -> list[s
     return out
 
 
+def _show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars go to stderr: shown unless --json is asked and stderr is not a terminal."""
+    return not args.json or sys.stderr.isatty()
+
+
 def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dict, bool], None]) -> int:
+    from tqdm import tqdm
+
     from grm.archive.codebook_store import codebook_versions
     from grm.archive.tier import ArchiveConfig, ArchiveTier
 
@@ -141,8 +147,13 @@ def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[di
         if books is None:
             raise UserInputError(f"codebooks {version} of model {rt.lm.name} are damaged: train them again")
         keys = None if args.all else _resolve(rt.store, rt.config.tenant, args.keys, args.kind)
-        report = tier.demote(rt.config.tenant, books, keys=keys, kinds=(args.kind,), keep_newest=args.keep_newest,
-                             config=cfg)
+        with tqdm(desc="demote", unit=args.kind, disable=not _show_progress(args), leave=False) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            report = tier.demote(rt.config.tenant, books, keys=keys, kinds=(args.kind,),
+                                 keep_newest=args.keep_newest, config=cfg, progress=progress)
     out = {"codebook": version, **report.to_json()}
     if not args.json:
         out.pop("keys")

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -285,11 +285,13 @@ class ArchiveTier:
     # ----- policy ------------------------------------------------------------------------------
     def demote(self, tenant: str, books: RVQCodebooks, keys: Sequence[str] | None = None,
                kinds: Iterable[str] = ("block",), before_lsn: int | None = None, keep_newest: int = 0,
-               config: ArchiveConfig = ArchiveConfig()) -> DemoteReport:
+               config: ArchiveConfig = ArchiveConfig(),
+               progress: Callable[[int, int], None] | None = None) -> DemoteReport:
         """Archive stored spans of `tenant`: the named `keys` (each must exist: UserInputError
         otherwise, before anything is written; an empty list is refused, never "everything"), or,
         with keys=None, every active record of `kinds` written before `before_lsn` (if given),
-        except the `keep_newest` most recent ones. Records of another model are skipped."""
+        except the `keep_newest` most recent ones. Records of another model are skipped.
+        progress(done, total) is called after each record."""
         kinds = tuple(kinds)
         for kind in kinds:
             if kind not in DEMOTABLE_KINDS:
@@ -313,8 +315,10 @@ class ArchiveTier:
             if keep_newest > 0:
                 found = found[:-keep_newest]
         report = DemoteReport()
-        for rec in found:
+        for i, rec in enumerate(found):
             out = self.archive(rec, books, config)
+            if progress:
+                progress(i + 1, len(found))
             if isinstance(out, str):
                 report.skipped[rec.key] = out
                 continue

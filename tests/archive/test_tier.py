@@ -208,7 +208,9 @@ def test_demote_policy_keys_and_skips(env):
     short = tier.demote(TENANT, books, keys=[_blocks(rt)[7].key], config=ArchiveConfig(recent=tokens + 1000))
     assert short.demoted == [] and "exact window" in next(iter(short.skipped.values()))
     blocks = _blocks(rt)
-    report = tier.demote(TENANT, books, keep_newest=2)
+    calls = []
+    report = tier.demote(TENANT, books, keep_newest=2, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(i + 1, len(blocks) - 2) for i in range(len(blocks) - 2)]
     archived = {r.key for r in rt.store.records(TENANT, KIND)}
     for r in blocks[:-2]:  # archived now or before, or too short to archive anything
         assert r.key in archived or "exact window" in report.skipped[r.key]
