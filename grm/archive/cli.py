@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         "chat evidence, facts, slices) of the tenant with the newest codebooks of the current "
                         "model (or --codebook VERSION). The last --recent tokens of each stay exact. KEY may be "
                         "a unique prefix. Mounting from the archive is lossy, never an exact hit.")
-    d.add_argument("keys", nargs="*", metavar="KEY")
+    d.add_argument("keys", nargs="*", metavar="KEY", help="key (or unique prefix) of a stored record of --kind")
     d.add_argument("--kind", choices=["block", "graft"], default="block",
                    help="what to demote (default block; document grafts follow their block)")
     d.add_argument("--all", action="store_true", help="every stored record of --kind of the tenant")
