@@ -83,4 +83,6 @@ class Graft:
                 "created": self.created, "sources": list(self.sources), "parent": self.parent,
                 "span": list(self.span) if self.span else None, "shares_block": self.block,
                 "retired": self.retired, "state": self.record.state,
+                # codebook version when the exact K/V were dropped for the archive (mounts are lossy)
+                "archived": self.record.meta.get("archived"),
                 "text": self.text if len(self.text) <= 200 else self.text[:197] + "..."}

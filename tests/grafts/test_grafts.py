@@ -284,6 +284,7 @@ def test_a_demoted_evidence_graft_keeps_its_row_and_mounts_lossy(make_runtime):
     assert report.demoted == [g.id] and report.dropped_exact == 1
     rec = rt.store.get(rt.config.tenant, "graft", g.id)
     assert rec.payload is None and rec.meta["archived"] == books.version  # the row stays, its payload goes
+    assert rt.grafts.get(g.id).summary()["archived"] == books.version  # `grm grafts show` says so
     kv = rt.grafts.load(g.id)
     assert kv is not None and g.id in rt.grafts.lossy_ids
     assert torch.equal(kv.values[:, :, -32:], exact_kv.values[:, :, -32:])  # the exact window
