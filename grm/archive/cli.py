@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     d = asub.add_parser("demote", parents=[common], help="archive stored blocks or grafts (KEY... or --all)",
                         description="Archive stored blocks (or, with --kind graft, grafts that hold their own K/V: "
                         "chat evidence, facts, slices) of the tenant with the newest codebooks of the current "
-                        "model (or --codebook VERSION). The last --recent tokens of each stay exact. KEY may be "
+                        "model (or --codebook VERSION). With --recent N the last N tokens of each stay exact. KEY may be "
                         "a unique prefix. Mounting from the archive is lossy, never an exact hit.")
     d.add_argument("keys", nargs="*", metavar="KEY", help="key (or unique prefix) of a stored record of --kind")
     d.add_argument("--kind", choices=["block", "graft"], default="block",
@@ -49,7 +49,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     d.add_argument("--drop-exact", action="store_true",
                    help="drop the exact K/V once the archive record commits: a block row is deleted (the text "
                    "stays), a graft row stays without its payload")
-    d.add_argument("--recent", type=int, default=32, help="tokens at the end of each block kept exact (default 32)")
+    d.add_argument("--recent", type=int, default=0, metavar="N",
+                   help="tokens at the end of each record kept exact (default 0: the sinks and the live turn, "
+                   "never archived, are the exact window)")
     d.add_argument("--key-stages", type=int, default=None, help="key stages to use (default: all trained)")
     d.add_argument("--value-stages", type=int, default=None, help="value stages to use (default: all trained)")
     d.add_argument("--codebook", metavar="VERSION", help="codebook version (default: the newest of this model)")

@@ -5,7 +5,7 @@ Lifecycle (who calls what, when):
    grm/archive/train.py, grm/archive/codebook_store.py).
 2. A policy (`demote`, `grm archive demote`) picks stored spans and calls `ArchiveTier.archive`
    for each: the exact payload is read and verified, its keys rotated back to position-free
-   (R(-seat-i) per token), every token but the last `recent` (the exact window) encoded with the
+   (R(-seat-i) per token), every token but the last `recent` (0 by default) encoded with the
    codebooks, and an archive record written (layout: grm/archive/archived.py).
 3. The runtime mounts a span from the archive with `ArchiveTier.load(tenant, key, at_seat)`:
    verified, dequantized, keys rotated forward to their seat (one rotation per token, float64
@@ -64,7 +64,12 @@ log = logging.getLogger("grm.archive")
 
 @dataclass(frozen=True)
 class ArchiveConfig:
-    recent: int = 32  # last tokens of every span kept exact (the exact window; sinks are their own record)
+    # Last tokens of every span kept exact. 0 by default: the exact window of a context (the sinks and
+    # its most recent tokens) is never archived anyway (the sinks are their own record, the question
+    # or turn is live), and a per-span tail costs what it saves (bench/results/archive_recall.md:
+    # 32 exact tokens per 512-token section took the stored ratio from 32.7x to 5.0x and recalled
+    # 1/40 facts instead of 0/40).
+    recent: int = 0
     key_stages: int | None = None  # RVQ stages for keys; None = every trained stage
     value_stages: int | None = None  # RVQ stages for values; None = every trained stage
     codec: str = "chaos"  # symbol codec of the index streams: "chaos" (suffix search) | "bitpack"
@@ -180,9 +185,10 @@ class ArchiveTier:
         if rec.payload is None:
             return "no exact payload (already archived with its exact K/V dropped)"
         done = self.store.get(rec.tenant, KIND, rec.key)
-        if done is not None and done.state == "active" and (done.meta.get("codebook"), done.meta.get("key_stages"),
-                                                            done.meta.get("value_stages")) == (books.version, ks, vs):
-            return "already archived with these codebooks"
+        same = (done.meta.get("codebook"), done.meta.get("key_stages"), done.meta.get("value_stages"),
+                done.meta.get("recent")) if done is not None else None
+        if done is not None and done.state == "active" and same == (books.version, ks, vs, config.recent):
+            return "already archived with these codebooks and exact tail"
         got = self.exact_kv(rec)
         if got is None:
             return "exact payload did not verify (or belongs to another model)"
@@ -197,7 +203,8 @@ class ArchiveTier:
         parent = rec.parent or ""
         meta = {"identity": self.identity, "tenant": rec.tenant, "key": rec.key, "parent": parent, "seat": seat,
                 "tokens": kv.tokens, "tail": tail, "quantized": n, "codebook": books.version, "k": books.config.k,
-                "key_stages": ks, "value_stages": vs, "source": hashlib.sha256(data).hexdigest()}
+                "key_stages": ks, "value_stages": vs, "recent": config.recent,
+                "source": hashlib.sha256(data).hexdigest()}
         span = ArchivedSpan(codes, kv.keys[:, :, n:].clone(), kv.values[:, :, n:].clone(), meta)
         payload = span.to_bytes(config.codec)
         back = ArchivedSpan.from_bytes(payload)  # parse our own bytes before anything relies on them

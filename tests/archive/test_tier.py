@@ -2,7 +2,7 @@
 
 Expectations:
 1. A demoted block loads back with the block's shape and dtype, close to the exact K/V but not
-   equal; its last `recent` tokens (the exact window) come back bit-identical.
+   equal; its last `recent` tokens (none by default) come back bit-identical.
 2. A mount from the archive is flagged lossy and counted as an archive hit, never an exact hit.
 3. Mounting at another seat equals re-seating the mount at its own seat (rotary algebra).
 4. Damaged or misbound archive records and another model's codebooks are misses (None) or
@@ -66,7 +66,7 @@ def test_demoted_block_loads_back_close_not_equal_with_an_exact_window(env):
     rt, books = env
     tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
     rec = _blocks(rt)[0]
-    out = tier.archive(rec, books)
+    out = tier.archive(rec, books, ArchiveConfig(recent=32))
     assert not isinstance(out, str), out
     exact = _exact(rt, rec.key)
     mount = tier.load(TENANT, rec.key)
@@ -79,6 +79,7 @@ def test_demoted_block_loads_back_close_not_equal_with_an_exact_window(env):
     # Fewer stages is coarser: the archive really is the codebooks' reconstruction.
     coarse = tier.archive(_blocks(rt)[1], books, ArchiveConfig(key_stages=1, value_stages=1))
     fine = tier.archive(_blocks(rt)[2], books)
+    assert fine.meta["tail"] == 0 and fine.meta["quantized"] == fine.meta["tokens"]  # default: no exact tail
     assert not isinstance(coarse, str) and not isinstance(fine, str)
     err = {r.key: _rel(tier.load(TENANT, r.key).kv.values, _exact(rt, r.key).values) for r in (coarse, fine)}
     assert err[coarse.key] > err[fine.key]
@@ -102,7 +103,7 @@ def test_mounting_at_another_seat_equals_reseating_the_mount(env):
     rt, books = env
     tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
     rec = _blocks(rt)[0]
-    tier.archive(rec, books)
+    tier.archive(rec, books, ArchiveConfig(recent=32))
     home = tier.load(TENANT, rec.key)
     moved = tier.load(TENANT, rec.key, at_seat=home.seat + 300)
     assert moved.seat == home.seat + 300
@@ -180,7 +181,7 @@ def test_drop_exact_removes_the_block_row_and_keeps_text_and_document(env):
     tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
     rec = _blocks(rt)[-1]
     exact = _exact(rt, rec.key)
-    report = tier.demote(TENANT, books, keys=[rec.key], config=ArchiveConfig(drop_exact=True))
+    report = tier.demote(TENANT, books, keys=[rec.key], config=ArchiveConfig(recent=32, drop_exact=True))
     assert report.demoted == [rec.key] and report.dropped_exact == 1
     assert rt.store.get(TENANT, "block", rec.key) is None
     arc = rt.store.get(TENANT, KIND, rec.key)
@@ -269,3 +270,26 @@ def test_cli_archive_train_demote_stats(tmp_path, capsys):
     assert [c["version"] for c in st["codebooks_used"]] == [trained["version"]]
     assert [c["storage"] for c in st["codebooks_stored"]] == ["int8"]
     assert st["all_in_ratio"] > 1.0
+
+
+def test_a_mount_is_exactly_what_the_benchmarked_quantizer_reconstructs(env):
+    """The tier and bench/archive.py's quantizer compute the same function: position-free keys
+    (rotated back by their seats), RVQ round trip, rotated forward again; values round-tripped."""
+    from grm.archive.harvest import position_free, rotate_per_token
+    from grm.archive.rvq import RVQQuantizer
+
+    rt, books = env
+    tier = ArchiveTier(rt.store, rt.dialect, rt.lm.identity)
+    rec = _blocks(rt)[3]
+    tier.archive(rec, books, ArchiveConfig(recent=0))
+    mount = tier.load(TENANT, rec.key)
+    exact = _exact(rt, rec.key)
+    seat = int(rec.meta["seat"])
+    seats = torch.arange(seat, seat + exact.tokens)
+    free = position_free(exact, rt.dialect, seats)
+    q = RVQQuantizer(books, books.config.key_stages, books.config.value_stages)
+    for layer in range(exact.keys.shape[0]):
+        k, v = q.roundtrip(layer, free.keys[layer].float(), free.values[layer].float())
+        k = rotate_per_token(k, rt.dialect.inv_freq[layer], seats).to(exact.keys.dtype)
+        torch.testing.assert_close(mount.kv.keys[layer], k, rtol=0, atol=1e-5)
+        torch.testing.assert_close(mount.kv.values[layer], v.to(exact.values.dtype), rtol=0, atol=1e-6)

@@ -255,7 +255,7 @@ def test_a_demoted_document_graft_mounts_from_the_archive_reported_lossy(make_ru
     exact_kv = rt.grafts.load(gid)
     books = train_codebooks(rt.lm, rt.dialect, lorem(20, seed=7), TrainConfig(k=32, iters=5))
     save_codebooks(rt.store, books)
-    rt.archive.demote(rt.config.tenant, books, keys=[g.block], config=ArchiveConfig(drop_exact=True))
+    rt.archive.demote(rt.config.tenant, books, keys=[g.block], config=ArchiveConfig(recent=32, drop_exact=True))
     rt.residency.drop(gid)
     kv = rt.grafts.load(gid)
     assert kv is not None and gid in rt.grafts.lossy_ids
@@ -280,7 +280,7 @@ def test_a_demoted_evidence_graft_keeps_its_row_and_mounts_lossy(make_runtime):
     books = train_codebooks(rt.lm, rt.dialect, lorem(20, seed=7), TrainConfig(k=32, iters=5))
     save_codebooks(rt.store, books)
     report = rt.archive.demote(rt.config.tenant, books, keys=[g.id], kinds=("graft",),
-                               config=ArchiveConfig(drop_exact=True))
+                               config=ArchiveConfig(recent=32, drop_exact=True))
     assert report.demoted == [g.id] and report.dropped_exact == 1
     rec = rt.store.get(rt.config.tenant, "graft", g.id)
     assert rec.payload is None and rec.meta["archived"] == books.version  # the row stays, its payload goes
