@@ -29,7 +29,7 @@ test: venv services
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 # Every benchmark, one after another (long: ~1 h on 2 cores); one alone: grm bench NAME.
-BENCHES ?= exact recall codec archive reliability grafts memory
+BENCHES ?= exact recall codec archive archive_recall reliability grafts memory
 bench: venv
 	for b in $(BENCHES); do $(PY) -m grm bench $$b --threads 2 || exit 1; done
 
