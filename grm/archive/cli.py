@@ -33,8 +33,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     t.add_argument("--value-stages", type=int, default=3, help="stages for values (default 3)")
     t.add_argument("--iters", type=int, default=15, help="Lloyd rounds per k-means (default 15)")
     t.add_argument("--max-train", type=int, default=60000, help="vectors per codebook (default 60000)")
-    t.add_argument("--storage", default="int8", choices=["int8", "float16", "bfloat16", "float32"],
-                   help="codebook storage (default int8: a float16 scale per centroid, half the bytes of float16)")
+    t.add_argument("--storage", default="int8", metavar="FORM",
+                   help="codebook storage: int8 (default: a float16 scale per centroid, half the bytes of float16), "
+                   "float16, bfloat16 or float32")
     t.add_argument("--seed", type=int, default=0)
     d = asub.add_parser("demote", parents=[common], help="archive stored blocks or grafts (KEY... or --all)",
                         description="Archive stored blocks (or, with --kind graft, grafts that hold their own K/V: "

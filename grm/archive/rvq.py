@@ -56,6 +56,7 @@ from grm.kv import KV
 RVQ_FORMAT = 1
 MAX_K = 1024  # the symbol codecs take alphabets of at most 1024
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "int8": torch.int8}
+STORAGES = tuple(_DTYPES)  # codebook storage forms (RVQConfig.storage_dtype)
 INT8_MAX = 127
 
 

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 import torch
 
 from grm.archive.harvest import harvest
-from grm.archive.rvq import RVQCodebooks, RVQConfig, train_rvq
+from grm.archive.rvq import STORAGES, RVQCodebooks, RVQConfig, train_rvq
 from grm.dialects import Dialect
 from grm.errors import UserInputError
 from grm.kv import KV
 from grm.models import LoadedModel
 
 MIN_WINDOW_TOKENS = 8
-STORAGES = ("int8", "float16", "bfloat16", "float32")
 VECTORS_PER_CENTROID = 16
 DEFAULT_K = 256
 
