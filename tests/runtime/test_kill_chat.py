@@ -15,8 +15,10 @@ The child: the first kill of each store hits real `python -m grm ingest ... && p
 transformers (multiprocessing's forkserver), each running `grm.cli.main(argv)` for the same two
 commands - the code `python -m grm` runs, without paying ~5 s of imports per kill. The kill
 moments are in `wait_and_kill` (during startup and ingest, mid-turn, or right after a payload
-file appears); kills that cut a write short (fsck finds a new orphan) are counted, and at least
-one must.
+file appears). Those are timed from outside, so whether one lands inside a write is luck; every
+fifth forked child therefore kills itself at a fixed point instead: right after its n-th new
+payload file is in place and before the log record naming it is appended (`die_inside_write`).
+Each of those must leave a new orphan (fsck finds it), so a write cut short is tested on every run.
 
 After every kill:
 1. `grm fsck --json` exits 0 and reports no damaged record (orphans of the interrupted write are
@@ -114,12 +116,38 @@ def cli(*args: str) -> tuple[int, list[dict]]:
     return rc, [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
 
 
-def run_cli_forked(argvs: list[list[str]], out: str) -> None:
+def die_inside_write(nth: int) -> None:
+    """In a forked child: SIGKILL this process right after its `nth` new payload file is renamed
+    into place, before `write` returns to the transaction that would log it (invariant 5: the
+    file comes first), so the file is left as an orphan. Writes of a file already there (same
+    bytes stored before) do not count: they create nothing."""
+    from grm.store.payloads import PayloadFiles, digest_of
+
+    write = PayloadFiles.write
+    created = 0
+
+    def write_then_die(self, tenant, kind, key, data, **kw):
+        nonlocal created
+        path = self.layout.payload(tenant, self.codec.name(tenant, kind, key, digest_of(data)))
+        existed = self.fs.exists(path)
+        result = write(self, tenant, kind, key, data, **kw)
+        if not existed and self.fs.exists(path):
+            created += 1
+            if created == nth:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    PayloadFiles.write = write_then_die
+
+
+def run_cli_forked(argvs: list[list[str]], out: str, die_at_write: int | None = None) -> None:
     """The forked child: `grm ARGV` for each argv in turn, stdout appended to `out` (chat flushes
-    each turn's JSON line as soon as `send` returns)."""
+    each turn's JSON line as soon as `send` returns); with `die_at_write`, see `die_inside_write`."""
     from tqdm import tqdm
 
     tqdm.set_lock(threading.RLock())  # not tqdm's default multiprocessing lock: a kill would leak its semaphore
+    if die_at_write is not None:
+        die_inside_write(die_at_write)
     with open(out, "a", encoding="utf-8") as f, contextlib.redirect_stdout(f):
         for argv in argvs:
             if grm_main(argv) != 0:
@@ -140,8 +168,9 @@ class Chat:
     facts: set[str] = field(default_factory=set)  # facts acknowledged commands named
     seen: set[tuple[str, str]] = field(default_factory=set)  # (kind, key) after the last check
     runs: int = 0
-    orphans: int = 0  # orphan payload files fsck reported at the last check
+    orphans: set[str] = field(default_factory=set)  # orphan payload files fsck reported at the last check
     orphaned: int = 0  # kills after which fsck found a new orphan (the kill cut a write short)
+    inside: int = 0  # children that killed themselves inside a write (`die_inside_write`)
     in_flight: int = 0  # kills after which the unacknowledged correction in flight had committed
 
     def common(self) -> list[str]:
@@ -202,9 +231,11 @@ def wait_and_kill(chat: Chat, out: Path, alive, kill, rng: random.Random, real: 
 
 def run_child(chat: Chat, ctx, rng: random.Random | None, real: bool = False) -> int:
     """Run ingest + chat of the unacknowledged lines in a child (a real `python -m grm` pair, or
-    forked from the preloaded server); with `rng`, SIGKILL it at a random moment. Returns the
-    exit status; records what the child acknowledged."""
+    forked from the preloaded server); with `rng`, SIGKILL it at a random moment, or (every fifth
+    run, forked) let it kill itself inside its first to third new payload write. Returns the exit
+    status; records what the child acknowledged."""
     chat.runs += 1
+    die_at = rng.randint(1, 3) if rng is not None and not real and chat.runs % 5 == 0 else None
     script = chat.store.parent / f"script-{chat.runs}.txt"
     script.write_text("\n".join(chat.lines[chat.acked:]) + "\n", encoding="utf-8")
     out = chat.store.parent / f"out-{chat.runs}.jsonl"
@@ -216,10 +247,10 @@ def run_child(chat: Chat, ctx, rng: random.Random | None, real: bool = False) ->
                                     start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": THREADS})
         alive, kill = (lambda: proc.poll() is None), (lambda: os.killpg(proc.pid, signal.SIGKILL))
     else:
-        proc = ctx.Process(target=run_cli_forked, args=(argvs, str(out)))
+        proc = ctx.Process(target=run_cli_forked, args=(argvs, str(out), die_at))
         proc.start()
         alive, kill = proc.is_alive, proc.kill
-    if rng is not None:
+    if rng is not None and die_at is None:
         wait_and_kill(chat, out, alive, kill, rng, real)
     if real:
         rc = proc.wait(timeout=120)
@@ -227,6 +258,7 @@ def run_child(chat: Chat, ctx, rng: random.Random | None, real: bool = False) ->
         proc.join(timeout=120)
         rc = proc.exitcode
     assert rc in (0, -signal.SIGKILL), f"child exited with {rc}"
+    chat.inside += die_at is not None and rc == -signal.SIGKILL
     for n, obj in enumerate(chat_lines(out)):
         assert "error" not in obj and obj["user"] == chat.lines[chat.acked + n], obj
         if obj["harvested"]:
@@ -263,8 +295,9 @@ def check(chat: Chat) -> None:
         chat.seen = set(recs)
         # What the kill interrupted: a write (its payload file left an orphan), or a line after
         # its commit and before its JSON line (the locker already has the line in flight's value).
-        chat.orphaned += len(fsck["orphans"]) > chat.orphans
-        chat.orphans = len(fsck["orphans"])
+        # (A set, not a count: a restarted child that writes the same bytes again adopts an orphan.)
+        chat.orphaned += bool(set(fsck["orphans"]) - chat.orphans)
+        chat.orphans = set(fsck["orphans"])
         unacked = chat.value_after(chat.acked + 1) if chat.acked < len(chat.lines) else None
         chat.in_flight += bool(live) and live[0].value == unacked != chat.value_after(chat.acked)
 
@@ -275,9 +308,12 @@ def kill_and_finish(chat: Chat, ctx, kills: int, seed: int) -> int:
     rng = random.Random(seed)
     landed = 0
     while landed < kills and chat.acked < len(chat.lines):
+        inside, orphaned = chat.inside, chat.orphaned
         rc = run_child(chat, ctx, rng, real=landed == 0)
         landed += rc == -signal.SIGKILL
         check(chat)
+        if chat.inside > inside:  # a kill between a payload file and its log record
+            assert chat.orphaned == orphaned + 1, "a write cut short left no orphan"
     assert run_child(chat, ctx, None) == 0 and chat.acked == len(chat.lines)
     check(chat)
 
@@ -331,8 +367,8 @@ def test_chat_killed_fifty_times_keeps_every_acknowledged_turn_and_one_locker_fa
         got = kill_and_finish(chat, forkserver, kills, seed=40 + n)
         assert got == kills, (durability, got, chat.acked, len(lines))  # the script outlasted the kills
         landed += got
-        cut_short += chat.orphaned
-        print(f"{durability}: {got} kills ({chat.orphaned} left a new orphan, {chat.in_flight} after an "
-              f"unacknowledged correction committed) over {len(lines)} lines")
+        cut_short += chat.inside
+        print(f"{durability}: {got} kills ({chat.inside} inside a write, {chat.orphaned} left a new orphan, "
+              f"{chat.in_flight} after an unacknowledged correction committed) over {len(lines)} lines")
     assert landed >= 50
-    assert cut_short >= 1, "no kill landed inside a write"
+    assert cut_short >= 2, "fewer kills inside a write than scheduled"
