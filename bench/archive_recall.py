@@ -6,15 +6,17 @@ ingested once in the `sections` layout. Codebooks (int8, K x4 / V x3, k = 256) a
 articles CORPUS_ARTICLES.. (disjoint text) with `train_codebooks`, the code `grm archive train`
 runs. Each question is asked in `grafts` mode (sections routed and mounted side by side):
 - exact: the stored exact K/V;
-- archived, tail T: every section block demoted with --drop-exact, keeping its last T tokens
-  exact (T = 0 and T = 32), in a copy of the store opened by a fresh runtime, so every mount
-  comes from the archive (dequantized, re-seated) and must say lossy.
-Ablations (which side and which tokens matter), on the exact store: every mounted section is
-replaced at load time by the same codebooks' reconstruction (the function the tier computes,
+- archived: every section block demoted with --drop-exact (`ArchiveTier.demote`, the code
+  `grm archive demote --all` runs) in a copy of the store opened by a fresh runtime, so every
+  mount comes from the archive (dequantized, re-seated) and must say lossy; plain, with a 32-token
+  exact tail (--recent 32), and with the salient tokens also kept unquantized, 16-bit
+  (--keep-salient digits | names, grm/archive/salient.py).
+Ablations (which side matters), on the exact store: every mounted section is replaced at load
+time by the same codebooks' reconstruction (the function the tier computes,
 tests/archive/test_tier.py::test_a_mount_is_exactly_what_the_benchmarked_quantizer_reconstructs)
-with keys left exact, values left exact, or the tokens holding digits (and, second, every token
-of a capitalized word) left exact; "kept" is the share of mounted tokens left exact.
-Scoring: the fact's number appears in the answer. Bytes: `grm archive stats` of each copy.
+with keys left exact, or values left exact.
+Scoring: the fact's number appears in the answer. Bytes and the share of tokens left unquantized:
+`grm archive stats` of each copy.
 """
 
 from __future__ import annotations
@@ -34,24 +36,13 @@ from _common import news_corpus, run_cli, write_results  # noqa: E402
 from recall import SECTION_TOKENS, SEED, build_corpus, make_facts  # noqa: E402
 
 CORPUS_ARTICLES = 150  # facts go into articles [0, 150); codebooks train on [150, 300)
-TAILS = (0, 32)  # exact tokens kept at the end of each archived section
-ABLATIONS = ("keys exact, values V x3", "keys K x4, values exact", "digit tokens exact",
-             "digit and capitalized-word tokens exact")
+# Archived copies: (label, exact tail per section, salient tokens kept unquantized).
+ARCHIVED = (("archived", 0, "none"), ("archived, exact tail 32", 32, "none"),
+            ("archived, digits kept 16-bit", 0, "digits"), ("archived, digits and names kept 16-bit", 0, "names"))
+ABLATIONS = ("keys exact, values V x3", "keys K x4, values exact")
 
 
-def _salient(tok, ids: list[int], names: bool) -> torch.Tensor:
-    """Mask of tokens to keep exact: any token with a digit; with `names`, every token of a word
-    that starts with an uppercase letter (a word starts at a token with leading space or punctuation)."""
-    keep, cap = [], False
-    for i, t in enumerate(ids):
-        piece = tok.decode([t])
-        if i == 0 or piece[:1].isspace() or not piece[:1].isalnum():
-            cap = piece.strip()[:1].isupper()
-        keep.append(any(c.isdigit() for c in piece) or (names and cap))
-    return torch.tensor(keep, dtype=torch.bool)
-
-
-def _ablate(rt, books, how: str, kept: list[int]):
+def _ablate(rt, books, how: str):
     """A graft loader that returns the codebooks' reconstruction of the exact K/V, per `how`."""
     from grm.archive.harvest import position_free, rotate_per_token
     from grm.archive.rvq import RVQQuantizer
@@ -59,8 +50,7 @@ def _ablate(rt, books, how: str, kept: list[int]):
 
     exact_load = rt.grafts.load
     cfg = books.config
-    stages = {ABLATIONS[0]: (0, cfg.value_stages), ABLATIONS[1]: (cfg.key_stages, 0)}.get(
-        how, (cfg.key_stages, cfg.value_stages))
+    stages = {ABLATIONS[0]: (0, cfg.value_stages), ABLATIONS[1]: (cfg.key_stages, 0)}[how]
     q = RVQQuantizer(books, *stages)
 
     def load(gid: str):
@@ -75,13 +65,7 @@ def _ablate(rt, books, how: str, kept: list[int]):
             k, v = q.roundtrip(layer, free.keys[layer].float(), free.values[layer].float())
             keys.append(rotate_per_token(k, rt.dialect.inv_freq[layer], seats).to(kv.keys.dtype))
             values.append(v.to(kv.values.dtype))
-        keys, values = torch.stack(keys), torch.stack(values)
-        if how in ABLATIONS[2:]:
-            m = _salient(rt.lm.tokenizer, list(g.ids), names=how == ABLATIONS[3])
-            keys[:, :, m], values[:, :, m] = kv.keys[:, :, m], kv.values[:, :, m]
-            kept[0] += int(m.sum())
-        kept[1] += kv.tokens
-        return KV(keys, values)
+        return KV(torch.stack(keys), torch.stack(values))
 
     return load
 
@@ -124,42 +108,39 @@ def main(args: argparse.Namespace) -> int:
         log(f"trained codebooks {books.version} on {books.train['tokens']} tokens ({books.nbytes / 1e6:.1f} MB)")
         results = {"exact": _ask_all(rt, facts, max_new)}
         log(f"exact: {sum(a['correct'] for a in results['exact'])}/{n_facts}")
-        exact_load, kept_share = rt.grafts.load, {}
+        exact_load = rt.grafts.load
         for how in ABLATIONS:
-            kept = [0, 0]
-            rt.residency._load = _ablate(rt, books, how, kept)  # what every mount reads through
+            rt.residency._load = _ablate(rt, books, how)  # what every mount reads through
             answers = []
             for fact in facts:
                 rt.residency._device.clear()  # nothing resident: every mount goes through the loader
                 rt.residency._host.clear()
                 answers += _ask_all(rt, [fact], max_new)
             results[how] = answers
-            kept_share[how] = kept[0] / max(kept[1], 1)
-            log(f"{how}: {sum(a['correct'] for a in answers)}/{n_facts}, kept {kept_share[how]:.3f}")
+            log(f"{how}: {sum(a['correct'] for a in answers)}/{n_facts}")
         rt.residency._load = exact_load
-    stats = {}
-    for tail in TAILS:
-        copy = work / f"store-tail{tail}"
+    stats, hits = {}, {}
+    for n, (label, tail, rule) in enumerate(ARCHIVED):
+        copy = work / f"store-{n}"
         shutil.copytree(work / "store", copy)
         with open_rt(copy) as rt:
-            report = rt.archive.demote(rt.config.tenant, books, config=ArchiveConfig(recent=tail, drop_exact=True))
-            stats[tail] = tier_stats(rt.store, rt.config.tenant)
-            log(f"tail {tail}: demoted {len(report.demoted)}, skipped {len(report.skipped)}")
+            report = rt.archive.demote(rt.config.tenant, books,
+                                       config=ArchiveConfig(recent=tail, keep_salient=rule, drop_exact=True))
+            stats[label] = tier_stats(rt.store, rt.config.tenant)
+            log(f"{label}: demoted {len(report.demoted)}, skipped {len(report.skipped)}")
         with open_rt(copy) as rt:  # a fresh process view: nothing resident, every mount from the store
-            label = f"archived, tail {tail}"
             results[label] = _ask_all(rt, facts, max_new)
-            results[label + " hits"] = rt.stats()["archive"]
+            hits[label] = rt.stats()["archive"]["archive_hits"]
             log(f"{label}: {sum(a['correct'] for a in results[label])}/{n_facts}")
+        shutil.rmtree(copy, ignore_errors=True)
     rows = []
     for label, answers in results.items():
-        if label.endswith(" hits"):
-            continue
-        tail = int(label.rsplit(" ", 1)[1]) if label.startswith("archived") else None
-        st = stats.get(tail, {})
-        rows.append({"method": label if label in ("exact",) or tail is not None else f"ablation: {label}",
-                     "kept_exact_share": kept_share.get(label), "correct": sum(a["correct"] for a in answers), "questions": len(answers),
-                     "lossy_answers": None if label in kept_share else sum(a["lossy"] for a in answers),
-                     "archive_hits": results.get(label + " hits", {}).get("archive_hits"),
+        st = stats.get(label, {})
+        kept = (st["exact_tokens"] + st["pinned_tokens"]) / st["tokens"] if st.get("tokens") else None
+        rows.append({"method": f"ablation: {label}" if label in ABLATIONS else label,
+                     "kept_exact_share": kept, "correct": sum(a["correct"] for a in answers), "questions": len(answers),
+                     "lossy_answers": None if label in ABLATIONS else sum(a["lossy"] for a in answers),
+                     "archive_hits": hits.get(label),
                      "archive_only_ratio": st.get("archive_only_ratio"), "payload_ratio": st.get("payload_ratio"),
                      "all_in_ratio": st.get("all_in_ratio"), "archived_records": st.get("records"),
                      "answers": answers})
@@ -170,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
              f"Archived = every section demoted with --drop-exact in a copy of the store, asked from a fresh "
              f"runtime." + (" QUICK RUN (smoke test, not the result)." if quick else ""), "",
              "| method | correct | answers marked lossy | archive mounts | archive-only x | payload x | "
-             "all-in x (codebooks once) | tokens left exact |", "|---|---|---|---|---|---|---|---|"]
+             "all-in x (codebooks once) | tokens left unquantized |", "|---|---|---|---|---|---|---|---|"]
     fmt = lambda x: "-" if x is None else f"{x:.1f}x"  # noqa: E731
     pct = lambda x: "-" if x is None else f"{100 * x:.1f}%"  # noqa: E731
     for r in rows:
@@ -183,8 +164,11 @@ def main(args: argparse.Namespace) -> int:
               "sections were mounted side by side (they were read apart, so the answer is not an exact hit); "
               "ablations bypass the tier, so the column does not apply to them.",
               "", "archive-only = fp16 bytes of the quantized tokens / their index streams; payload = fp16 bytes "
-              "of every archived token / archive payloads (streams + exact tails + headers); all-in adds the "
-              "codebooks once (they amortize over what this store holds, not over 32k tokens)."]
+              "of every archived token / archive payloads (streams + exact tails + 16-bit salient tokens + headers); "
+              "all-in adds the codebooks once (they amortize over what this store holds, not over 32k tokens). "
+              "Tokens left unquantized: the exact tails (float32, as the payload) and the salient tokens "
+              "(float16, grm/archive/salient.py), as a share of the archived tokens; salient tokens are "
+              "also in the index streams."]
     data = {"facts": n_facts, "articles": articles, "sections": ingest.blocks, "codebooks": books.version,
             "train_tokens": books.train["tokens"], "rows": rows, "seconds": time.perf_counter() - t0}
     write_results("archive_recall", data, table, "grm bench archive_recall --threads 2", quick)

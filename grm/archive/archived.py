@@ -4,8 +4,13 @@ A span of K/V (a block or graft) of T tokens read at seats seat..seat+T-1 is spl
   - the quantized head: tokens [0, T - tail): position-free keys and values as RVQ index streams,
     one stream per (layer, kv-head, K|V, stage), each stored through a symbol codec
     (grm/archive/bitpack.py or grm/archive/chaos.py, containers with their own CRCs);
-  - the exact tail: the last `tail` tokens (the exact window, 32 by default), as cached (keys after
-    rotary at their seats), in the dtype of the exact payload (so they come back bit-identical).
+  - the exact tail: the last `tail` tokens (none by default; `recent`), as cached (keys after
+    rotary at their seats), in the dtype of the exact payload (so they come back bit-identical);
+  - pinned tokens (format 2 only): salient tokens of the quantized head (grm/archive/salient.py)
+    kept unquantized, by position: their K/V as cached (keys after rotary), stored in float16
+    (one rounding from a float32 payload; a 16-bit payload is kept as is; the exact dtype if a value
+    would not fit float16). They are quantized in the streams too (the streams stay contiguous
+    for random access and suffix search), and a mount puts the pinned rows over them.
 The sinks are never part of a span: they are their own record and are never archived.
 
 Serialized layout (safetensors, little-endian; `ArchivedSpan.to_bytes` / `from_bytes`):
@@ -14,7 +19,11 @@ Serialized layout (safetensors, little-endian; `ArchivedSpan.to_bytes` / `from_b
             "streams"      [total_bytes] uint8: every stream's codec container, concatenated in
                            canonical order: K then V, then layer, head, stage (RVQCodes.streams)
             "offsets"      [streams + 1] int64: stream i is streams[offsets[i]:offsets[i+1]]
-  metadata  "grm_archive_format"  ARCHIVE_FORMAT ("1")
+  format 2 adds (written only when a span has pinned tokens, so other spans stay format 1):
+            "pinned"        [pinned] int64: strictly increasing positions in [0, quantized)
+            "pinned_keys"   [layers, kv_heads, pinned, head_dim]  16-bit (after rotary)
+            "pinned_values" [layers, kv_heads, pinned, head_dim]
+  metadata  "grm_archive_format"  "1" | "2" (FORMATS)
             "identity"     model identity of the K/V and of the codebooks
             "tenant", "key"  the archive record's tenant and key (= the source block's key)
             "parent"       the source block's parent fingerprint
@@ -24,6 +33,7 @@ Serialized layout (safetensors, little-endian; `ArchivedSpan.to_bytes` / `from_b
             "k", "key_stages", "value_stages"  alphabet and stages used (a prefix of the trained stack)
             "codec"        "chaos" | "bitpack"
             "source"       SHA-256 of the exact payload the span was archived from (lineage)
+            "pinned", "keep_salient"  (format 2) pinned tokens and the rule that chose them
 The store hashes these bytes as a whole (SHA-256 in the catalog), so the metadata is covered by
 the same digest as the tensors; each codec container also carries CRC32s. `from_bytes` raises
 ValueError for anything that does not parse as this format; the reader turns that into a miss.
@@ -45,10 +55,14 @@ from grm.archive.chaos import ChaosGameCodec
 from grm.archive.rvq import RVQCodes
 from grm.errors import GrmError
 
-ARCHIVE_FORMAT = 1
+ARCHIVE_FORMAT = 1  # a span without pinned tokens
+PINNED_FORMAT = 2  # a span with pinned tokens (three more tensors)
+FORMATS = (ARCHIVE_FORMAT, PINNED_FORMAT)
 CODECS = {"chaos": ChaosGameCodec, "bitpack": BitPackedCodec}
 _INT_FIELDS = ("seat", "tokens", "tail", "quantized", "k", "key_stages", "value_stages")
 _STR_FIELDS = ("identity", "tenant", "key", "parent", "codebook", "codec", "source")
+_TENSORS = {"tail_keys", "tail_values", "streams", "offsets"}
+_PINNED_TENSORS = {"pinned", "pinned_keys", "pinned_values"}
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,23 @@ class ArchivedSpan:
     tail_keys: torch.Tensor  # [layers, kv_heads, tail, head_dim] exact, after rotary at their seats
     tail_values: torch.Tensor  # [layers, kv_heads, tail, head_dim]
     meta: dict  # the metadata fields, ints as ints
+    pinned: torch.Tensor | None = None  # [pinned] int64 positions in the quantized head, or None
+    pinned_keys: torch.Tensor | None = None  # [layers, kv_heads, pinned, head_dim] 16-bit, after rotary
+    pinned_values: torch.Tensor | None = None
 
     @property
     def stream_bytes(self) -> int:
         return int(self.meta.get("stream_bytes", 0))
+
+    @property
+    def pinned_count(self) -> int:
+        return 0 if self.pinned is None else int(self.pinned.numel())
+
+    @property
+    def pinned_bytes(self) -> int:
+        if self.pinned is None:
+            return 0
+        return int(self.pinned.nbytes + self.pinned_keys.nbytes + self.pinned_values.nbytes)
 
     def to_bytes(self, codec: str) -> bytes:
         """Serialize; each stream goes through `codec` ("chaos" or "bitpack")."""
@@ -71,10 +98,18 @@ class ArchivedSpan:
         offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(b) for b in blobs])
         streams = torch.frombuffer(bytearray(b"".join(blobs)), dtype=torch.uint8)
-        meta = {"grm_archive_format": str(ARCHIVE_FORMAT), **{k: str(v) for k, v in self.meta.items()},
-                "codec": codec}
-        return st_save({"tail_keys": self.tail_keys.contiguous(), "tail_values": self.tail_values.contiguous(),
-                        "streams": streams, "offsets": torch.from_numpy(offsets)}, metadata=meta)
+        tensors = {"tail_keys": self.tail_keys.contiguous(), "tail_values": self.tail_values.contiguous(),
+                   "streams": streams, "offsets": torch.from_numpy(offsets)}
+        meta = {**{k: str(v) for k, v in self.meta.items()}, "codec": codec}
+        if self.pinned_count:
+            tensors.update(pinned=self.pinned.to(torch.int64).contiguous(),
+                           pinned_keys=self.pinned_keys.contiguous(), pinned_values=self.pinned_values.contiguous())
+            meta.update(grm_archive_format=str(PINNED_FORMAT), pinned=str(self.pinned_count))
+        else:
+            meta.update(grm_archive_format=str(ARCHIVE_FORMAT))
+            meta.pop("pinned", None)
+            meta.pop("keep_salient", None)
+        return st_save(tensors, metadata=meta)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ArchivedSpan:
@@ -86,13 +121,15 @@ class ArchivedSpan:
             raw = json.loads(bytes(data[8 : 8 + header_len])).get("__metadata__") or {}
         except Exception as exc:  # safetensors raises several types for bad bytes
             raise ValueError(f"not an archived span: {exc}") from exc
-        if raw.get("grm_archive_format") != str(ARCHIVE_FORMAT):
-            raise ValueError(f"archive format {raw.get('grm_archive_format')!r} is not {ARCHIVE_FORMAT}")
-        if set(tensors) != {"tail_keys", "tail_values", "streams", "offsets"}:
-            raise ValueError(f"archived span has tensors {sorted(tensors)}")
+        fmt = raw.get("grm_archive_format")
+        if fmt not in {str(f) for f in FORMATS}:
+            raise ValueError(f"archive format {fmt!r} is not one of {', '.join(map(str, FORMATS))}")
+        pinned = fmt == str(PINNED_FORMAT)
+        if set(tensors) != (_TENSORS | _PINNED_TENSORS if pinned else _TENSORS):
+            raise ValueError(f"archived span (format {fmt}) has tensors {sorted(tensors)}")
         try:
-            meta: dict = {k: int(raw[k]) for k in _INT_FIELDS}
-            meta.update({k: str(raw[k]) for k in _STR_FIELDS})
+            meta: dict = {k: int(raw[k]) for k in _INT_FIELDS + (("pinned",) if pinned else ())}
+            meta.update({k: str(raw[k]) for k in _STR_FIELDS + (("keep_salient",) if pinned else ())})
         except (KeyError, ValueError) as exc:
             raise ValueError(f"archived span metadata is incomplete: {exc}") from exc
         codec = CODECS.get(meta["codec"])
@@ -127,4 +164,14 @@ class ArchivedSpan:
                         arr[layer, head, stage] = c.decode()
                         i += 1
         meta["stream_bytes"] = len(blob)
-        return cls(RVQCodes(keys, values, meta["k"]), tk, tv, meta)
+        if not pinned:
+            return cls(RVQCodes(keys, values, meta["k"]), tk, tv, meta)
+        pos, pk, pv = tensors["pinned"], tensors["pinned_keys"], tensors["pinned_values"]
+        p = meta["pinned"]
+        if (pos.dtype != torch.int64 or tuple(pos.shape) != (p,) or p < 1 or pk.shape != pv.shape
+                or tuple(pk.shape) != (layers, heads, p, tk.shape[3]) or pk.dtype != pv.dtype
+                or pk.dtype not in (torch.float16, tk.dtype)):
+            raise ValueError(f"pinned tokens {tuple(pos.shape)} / {tuple(pk.shape)} do not match pinned={p}")
+        if int(pos[0]) < 0 or int(pos[-1]) >= n or (p > 1 and bool((pos[1:] <= pos[:-1]).any())):
+            raise ValueError("pinned positions are not increasing positions of the quantized tokens")
+        return cls(RVQCodes(keys, values, meta["k"]), tk, tv, meta, pos, pk, pv)

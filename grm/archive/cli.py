@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from grm.archive.salient import RULES
 from grm.errors import UserInputError
 
 
@@ -40,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     d = asub.add_parser("demote", parents=[common], help="archive stored blocks or grafts (KEY... or --all)",
                         description="Archive stored blocks (or, with --kind graft, grafts that hold their own K/V: "
                         "chat evidence, facts, slices) of the tenant with the newest codebooks of the current "
-                        "model (or --codebook VERSION). With --recent N the last N tokens of each stay exact. KEY may be "
+                        "model (or --codebook VERSION). With --recent N the last N tokens of each stay exact; with "
+                        "--keep-salient digits|names the tokens holding numbers (and names) are also kept unquantized. KEY may be "
                         "a unique prefix. Mounting from the archive is lossy, never an exact hit.")
     d.add_argument("keys", nargs="*", metavar="KEY", help="key (or unique prefix) of a stored record of --kind")
     d.add_argument("--kind", choices=["block", "graft"], default="block",
@@ -54,6 +56,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     d.add_argument("--recent", type=int, default=0, metavar="N",
                    help="tokens at the end of each record kept exact (default 0: the sinks and the live turn, "
                    "never archived, are the exact window)")
+    d.add_argument("--keep-salient", default="none", choices=RULES, metavar="RULE",
+                   help="salient tokens also kept unquantized (16-bit K/V) beside the index streams: none (default), digits (every token "
+                   "with a digit), names (digits and every token of a capitalized word). Quantized spans lose "
+                   "numbers and names; bench/results/archive_recall.md measures what each rule costs and recalls")
     d.add_argument("--key-stages", type=int, default=None, help="key stages to use (default: all trained)")
     d.add_argument("--value-stages", type=int, default=None, help="value stages to use (default: all trained)")
     d.add_argument("--codebook", metavar="VERSION", help="codebook version (default: the newest of this model)")
@@ -130,14 +136,14 @@ def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[di
     from tqdm import tqdm
 
     from grm.archive.codebook_store import codebook_versions
-    from grm.archive.tier import ArchiveConfig, ArchiveTier
+    from grm.archive.tier import ArchiveConfig
 
     if args.all == bool(args.keys):
         raise UserInputError("give KEY... or --all (not both)")
     if args.keep_newest < 0 or (args.keep_newest and not args.all):
         raise UserInputError("--keep-newest N needs --all and N >= 0")
     cfg = ArchiveConfig(recent=args.recent, key_stages=args.key_stages, value_stages=args.value_stages,
-                        codec=args.codec, drop_exact=args.drop_exact)
+                        codec=args.codec, drop_exact=args.drop_exact, keep_salient=args.keep_salient)
     with open_runtime(args) as rt:
         identity = rt.lm.identity
         versions = codebook_versions(rt.store, identity)
@@ -146,7 +152,7 @@ def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[di
         version = args.codebook or versions[-1]
         if version not in versions:
             raise UserInputError(f"no codebooks {version!r} for model {rt.lm.name} (stored: {', '.join(versions)})")
-        tier = ArchiveTier(rt.store, rt.dialect, identity)
+        tier = rt.archive
         books = tier.codebooks(version)
         if books is None:
             raise UserInputError(f"codebooks {version} of model {rt.lm.name} are damaged: train them again")

@@ -6,10 +6,12 @@ Lifecycle (who calls what, when):
 2. A policy (`demote`, `grm archive demote`) picks stored spans and calls `ArchiveTier.archive`
    for each: the exact payload is read and verified, its keys rotated back to position-free
    (R(-seat-i) per token), every token but the last `recent` (0 by default) encoded with the
-   codebooks, and an archive record written (layout: grm/archive/archived.py).
+   codebooks, the salient ones among them (`keep_salient`, grm/archive/salient.py; none by default)
+   also kept unquantized (16-bit), and an archive record written (layout: grm/archive/archived.py).
 3. The runtime mounts a span from the archive with `ArchiveTier.load(tenant, key, at_seat)`:
    verified, dequantized, keys rotated forward to their seat (one rotation per token, float64
-   angles), the exact tail re-seated by the delta (none at delta 0). The result is an
+   angles), the exact tail and pinned tokens re-seated by the delta (none at delta 0), the pinned
+   rows put over their dequantized ones. The result is an
    `ArchivedMount` whose `lossy` is always True: a mount from the archive is never an exact hit,
    and it is counted in `counters["archive_hits"]`, never in the exact block hits.
 
@@ -21,7 +23,8 @@ Record (the store treats all of it as opaque):
   text    the source block's text (byte-exact; the lexical channel can find archived spans)
   meta    the source block's meta (seat, tokens, doc, index, layout, dense key ...) plus
           identity, codebook, k, key_stages, value_stages, codec, tail, quantized, stream_bytes,
-          tail_bytes, fp16_bytes, source_kind, source (SHA-256 of the exact payload)
+          tail_bytes, keep_salient, pinned, pinned_bytes, fp16_bytes, source_kind, source (SHA-256
+          of the exact payload)
 
 Reading fails closed: the record must be active and of this identity, its payload must re-hash to
 the catalog digest (the store checks), parse, and bind the same identity, tenant, key, parent and
@@ -41,6 +44,7 @@ block's payload file is left for fsck to collect (the store's delete rule).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +56,7 @@ from grm.archive.archived import CODECS, ArchivedSpan
 from grm.archive.codebook_store import archive_stats, load_codebooks
 from grm.archive.harvest import rotate_per_token
 from grm.archive.rvq import RVQCodebooks, RVQCodes
+from grm.archive.salient import RULES, salient_mask
 from grm.dialects import Dialect
 from grm.errors import UserInputError
 from grm.kv import KV
@@ -75,6 +80,10 @@ class ArchiveConfig:
     value_stages: int | None = None  # RVQ stages for values; None = every trained stage
     codec: str = "chaos"  # symbol codec of the index streams: "chaos" (suffix search) | "bitpack"
     drop_exact: bool = False  # delete the exact block row when its archive record commits
+    # Salient tokens also kept unquantized, 16-bit (grm/archive/salient.py): "none" | "digits" | "names". "none" by
+    # default, so the ratios stay those of bench/results/archive.md; bench/results/archive_recall.md
+    # measures what each rule costs and brings back.
+    keep_salient: str = "none"
 
     def __post_init__(self) -> None:
         if not isinstance(self.recent, int) or self.recent < 0:
@@ -85,6 +94,8 @@ class ArchiveConfig:
                 raise UserInputError(f"{name} must be >= 1 (or None for every trained stage), got {v!r}")
         if self.codec not in CODECS:
             raise UserInputError(f"unknown codec {self.codec!r}: one of {', '.join(CODECS)}")
+        if self.keep_salient not in RULES:
+            raise UserInputError(f"unknown keep-salient rule {self.keep_salient!r}: one of {', '.join(RULES)}")
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,7 @@ class ArchivedMount:
     record: Record  # the archive record served
     exact_tokens: int  # tokens of the exact tail (served bit-identical, re-seated)
     codebook: str  # codebook version the rest was dequantized with
+    pinned_tokens: int = 0  # salient tokens of the quantized part served from 16-bit rows (re-seated)
     lossy: bool = True  # a mount from the archive is never an exact hit
 
 
@@ -114,6 +126,17 @@ class DemoteReport:
                 "dropped_exact": self.dropped_exact, "keys": self.demoted, "skipped_keys": self.skipped}
 
 
+def _sixteen_bit(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pinned rows as stored: float16 from a wider dtype (one rounding, far below the quantization
+    error it replaces), unless a value would overflow float16; a 16-bit dtype is kept as is."""
+    if keys.element_size() <= 2:
+        return keys.clone(), values.clone()
+    half = keys.half(), values.half()
+    if all(bool(torch.isfinite(t).all()) for t in half):
+        return half
+    return keys.clone(), values.clone()
+
+
 def _rotate_layers(keys: torch.Tensor, dialect: Dialect, positions: torch.Tensor) -> torch.Tensor:
     """keys [layers, kv_heads, tokens, head_dim], token i of every layer rotated by positions[i]
     (layers without a rotary map are left as they are)."""
@@ -127,8 +150,12 @@ def _rotate_layers(keys: torch.Tensor, dialect: Dialect, positions: torch.Tensor
 class ArchiveTier:
     """Demote and mount archived spans for one model identity (see the module docstring)."""
 
-    def __init__(self, store: Store, dialect: Dialect, identity: str) -> None:
+    def __init__(self, store: Store, dialect: Dialect, identity: str,
+                 piece: Callable[[int], str] | None = None) -> None:
+        """`piece(token id)` is a token's text (the tokenizer's decode of it alone); it is needed
+        only to keep salient tokens unquantized (ArchiveConfig.keep_salient)."""
         self.store, self.dialect, self.identity = store, dialect, identity
+        self._piece, self._pieces = piece, {}
         self.counters = {"archive_hits": 0, "archive_misses": 0, "demoted": 0}
         self._books: dict[str, RVQCodebooks | None] = {}
         self._warned: set[str] = set()
@@ -150,15 +177,28 @@ class ArchiveTier:
                 raise UserInputError(f"codebooks of geometry {tuple(t.shape)} do not fit the model {shape}")
 
     # ----- demotion ----------------------------------------------------------------------------
-    def exact_kv(self, rec: Record) -> tuple[KV, int, bytes] | None:
-        """(K/V, seat, payload bytes) of an exact block of this identity, verified; else None."""
+    def pinned_positions(self, ids: Sequence[int], rule: str) -> torch.Tensor:
+        """Positions of the tokens `rule` keeps unquantized among `ids` (int64, increasing)."""
+        if rule == "none":
+            return torch.zeros(0, dtype=torch.int64)
+        if self._piece is None:
+            raise UserInputError("keeping salient tokens unquantized needs the model's tokenizer")
+        for t in set(ids) - self._pieces.keys():
+            self._pieces[t] = self._piece(t)
+        pieces = [self._pieces[t] for t in ids]
+        return torch.tensor([i for i, keep in enumerate(salient_mask(pieces, rule)) if keep], dtype=torch.int64)
+
+    def exact_kv(self, rec: Record) -> tuple[KV, int, bytes, list[int]] | None:
+        """(K/V, seat, payload bytes, token ids bound in it) of an exact block or graft of this
+        identity, verified; else None."""
         data = self.store.read_payload(rec)
         if data is None:
             return None
         try:
             kv, meta = KV.from_bytes(data)
             seat = int(meta.get("seat", ""))
-        except (ValueError, KeyError):
+            ids = [int(t) for t in json.loads(meta.get("ids") or "[]")]
+        except (ValueError, KeyError, TypeError):
             return None
         bound = (meta.get("identity"), meta.get("tenant"), meta.get("fingerprint"))
         if bound != (self.identity, rec.tenant, rec.key):
@@ -166,7 +206,7 @@ class ArchiveTier:
         d = self.dialect
         if tuple(kv.keys.shape) != (d.n_layers, d.kv_heads, kv.tokens, d.head_dim):
             return None
-        return kv, seat, data
+        return kv, seat, data, ids
 
     def archive(self, rec: Record, books: RVQCodebooks, config: ArchiveConfig = ArchiveConfig()) -> Record | str:
         """Write the archive record of `rec` (a stored block); returns it, or why it was skipped.
@@ -187,17 +227,21 @@ class ArchiveTier:
             return "no exact payload (already archived with its exact K/V dropped)"
         done = self.store.get(rec.tenant, KIND, rec.key)
         same = (done.meta.get("codebook"), done.meta.get("key_stages"), done.meta.get("value_stages"),
-                done.meta.get("recent")) if done is not None else None
-        if done is not None and done.state == "active" and same == (books.version, ks, vs, config.recent):
-            return "already archived with these codebooks and exact tail"
+                done.meta.get("recent"), done.meta.get("keep_salient", "none")) if done is not None else None
+        if done is not None and done.state == "active" and same == (books.version, ks, vs, config.recent,
+                                                                    config.keep_salient):
+            return "already archived with these codebooks, exact tail and salient rule"
         got = self.exact_kv(rec)
         if got is None:
             return "exact payload did not verify (or belongs to another model)"
-        kv, seat, data = got
+        kv, seat, data, ids = got
         tail = min(config.recent, kv.tokens)
         n = kv.tokens - tail
         if n < 1:
             return f"{kv.tokens} tokens: all inside the {config.recent}-token exact window"
+        if config.keep_salient != "none" and len(ids) != kv.tokens:
+            return "the exact payload does not name its token ids, so no salient token can be kept"
+        pos = self.pinned_positions(ids[:n], config.keep_salient)
         head = kv.slice(0, n)
         free = KV(_rotate_layers(head.keys, self.dialect, -torch.arange(seat, seat + n)), head.values)
         codes = books.encode(free, ks, vs)
@@ -205,16 +249,19 @@ class ArchiveTier:
         meta = {"identity": self.identity, "tenant": rec.tenant, "key": rec.key, "parent": parent, "seat": seat,
                 "tokens": kv.tokens, "tail": tail, "quantized": n, "codebook": books.version, "k": books.config.k,
                 "key_stages": ks, "value_stages": vs, "recent": config.recent,
-                "source": hashlib.sha256(data).hexdigest()}
-        span = ArchivedSpan(codes, kv.keys[:, :, n:].clone(), kv.values[:, :, n:].clone(), meta)
+                "source": hashlib.sha256(data).hexdigest(), "keep_salient": config.keep_salient, "pinned": len(pos)}
+        pinned = (pos, *_sixteen_bit(head.keys[:, :, pos], head.values[:, :, pos])) if len(pos) else (None,) * 3
+        span = ArchivedSpan(codes, kv.keys[:, :, n:].clone(), kv.values[:, :, n:].clone(), meta, *pinned)
         payload = span.to_bytes(config.codec)
         back = ArchivedSpan.from_bytes(payload)  # parse our own bytes before anything relies on them
-        if not (np.array_equal(back.codes.keys, codes.keys) and np.array_equal(back.codes.values, codes.values)):
+        if not (np.array_equal(back.codes.keys, codes.keys) and np.array_equal(back.codes.values, codes.values)
+                and back.pinned_count == span.pinned_count):
             raise RuntimeError("archived index streams did not round-trip")  # a codec bug, never user data
         d = self.dialect
         fp16 = kv.tokens * d.n_layers * d.kv_heads * d.head_dim * 2 * 2
         row = {**rec.meta, **meta, "codec": config.codec, "stream_bytes": back.stream_bytes,
-               "tail_bytes": int(span.tail_keys.nbytes + span.tail_values.nbytes), "fp16_bytes": fp16,
+               "tail_bytes": int(span.tail_keys.nbytes + span.tail_values.nbytes),
+               "pinned_bytes": span.pinned_bytes, "fp16_bytes": fp16,
                "exact_bytes": rec.payload_size, "source_kind": rec.kind}
         for name in ("tenant", "key", "parent"):
             row.pop(name)  # the row's own columns say these
@@ -280,9 +327,16 @@ class ArchiveTier:
         if target != seat and span.meta["tail"]:
             tail_keys = torch.stack([self.dialect.reseat(tail_keys[i], i, target - seat)
                                      for i in range(tail_keys.shape[0])])
-        kv = KV(torch.cat([keys, tail_keys], dim=2), torch.cat([free.values.to(dtype), span.tail_values], dim=2))
+        values = free.values.to(dtype)
+        if span.pinned_count:
+            pos, pinned_keys = span.pinned, span.pinned_keys.to(dtype)
+            if target != seat:
+                pinned_keys = torch.stack([self.dialect.reseat(pinned_keys[i], i, target - seat)
+                                           for i in range(pinned_keys.shape[0])])
+            keys[:, :, pos], values[:, :, pos] = pinned_keys, span.pinned_values.to(dtype)
+        kv = KV(torch.cat([keys, tail_keys], dim=2), torch.cat([values, span.tail_values], dim=2))
         self.counters["archive_hits"] += 1
-        return ArchivedMount(kv, target, rec, span.meta["tail"], span.meta["codebook"])
+        return ArchivedMount(kv, target, rec, span.meta["tail"], span.meta["codebook"], pinned_tokens=span.pinned_count)
 
     def _miss(self, rec: Record, why: str) -> None:
         if rec.key not in self._warned:
@@ -362,12 +416,12 @@ def tier_stats(store: Store, tenant: str | None = None) -> dict:
 
     archive_only_ratio = fp16 bytes of the quantized tokens / their index-stream bytes;
     payload_ratio      = fp16 bytes of every archived token / archive payload bytes (streams +
-                         exact tails + headers);
+                         exact tails + pinned tokens + headers);
     all_in_ratio       = the same with the codebooks the records use added once (amortized over
                          what is stored, not over what could be)."""
     recs = [r for r in store.records(tenant, KIND) if r.state == "active"]
-    sums = dict.fromkeys(("tokens", "quantized", "tail", "stream_bytes", "tail_bytes", "fp16_bytes",
-                          "exact_bytes"), 0)
+    sums = dict.fromkeys(("tokens", "quantized", "tail", "pinned", "stream_bytes", "tail_bytes", "pinned_bytes",
+                          "fp16_bytes", "exact_bytes"), 0)
     for r in recs:
         for name in sums:
             sums[name] += int(r.meta.get(name, 0))
@@ -381,8 +435,9 @@ def tier_stats(store: Store, tenant: str | None = None) -> dict:
     ratio = lambda num, den: round(num / den, 2) if den else None  # noqa: E731
     return {
         "records": len(recs), "tokens": sums["tokens"], "quantized_tokens": sums["quantized"],
-        "exact_tokens": sums["tail"], "payload_bytes": payload, "stream_bytes": sums["stream_bytes"],
-        "exact_tail_bytes": sums["tail_bytes"], "fp16_bytes": sums["fp16_bytes"],
+        "exact_tokens": sums["tail"], "pinned_tokens": sums["pinned"], "payload_bytes": payload,
+        "stream_bytes": sums["stream_bytes"], "exact_tail_bytes": sums["tail_bytes"],
+        "pinned_bytes": sums["pinned_bytes"], "fp16_bytes": sums["fp16_bytes"],
         "exact_payload_bytes": sums["exact_bytes"], "codebook_bytes": codebook_bytes,
         "archive_only_ratio": ratio(fp16_quantized, sums["stream_bytes"]),
         "payload_ratio": ratio(sums["fp16_bytes"], payload),

@@ -48,7 +48,7 @@ class Runtime:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
         self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
-        self.archive = ArchiveTier(store, dialect, lm.identity)
+        self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
                                                           channel=config.channel), archive=self.archive)
         self._glue: PolicyGlue | None = None  # the policy plane as `ask` sees it (built on first use)

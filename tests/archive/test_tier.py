@@ -8,6 +8,9 @@ Expectations:
 4. Damaged or misbound archive records and another model's codebooks are misses (None) or
    refused (UserInputError at demotion), never served.
 5. --drop-exact removes the exact row in the same commit; the text and the document stay.
+6. Salient tokens kept unquantized (--keep-salient) come back as their float16 rounding at their
+   seat, re-seated by one rotation elsewhere; every other token is the plain archive's
+   reconstruction.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 from grm.archive.archived import ArchivedSpan
 from grm.archive.codebook_store import TENANT as SYSTEM, codebook_key, save_codebooks
 from grm.archive.rvq import RVQCodes
+from grm.archive.salient import salient_mask
 from grm.archive.tier import KIND, ArchiveConfig, ArchiveTier, load_archived, tier_stats
 from grm.archive.train import TrainConfig, auto_k, train_codebooks
 from grm.cli import main
@@ -269,7 +273,16 @@ def test_cli_archive_train_demote_stats(tmp_path, capsys):
     assert st["records"] == demoted["demoted"] and st["tokens"] == demoted["tokens"]
     assert [c["version"] for c in st["codebooks_used"]] == [trained["version"]]
     assert [c["storage"] for c in st["codebooks_stored"]] == ["int8"]
-    assert st["all_in_ratio"] > 1.0
+    assert st["all_in_ratio"] > 1.0 and st["pinned_tokens"] == 0
+    with pytest.raises(SystemExit):
+        main(["archive", "demote", "--all", "--keep-salient", "everything", *common])
+    assert "invalid choice" in capsys.readouterr().err
+    assert main(["archive", "demote", "--all", "--keep-salient", "names", *common]) == 0
+    pinned = json.loads(capsys.readouterr().out)
+    assert pinned["demoted"] == demoted["demoted"]  # another rule: archived again
+    assert main(["archive", "stats", *common]) == 0
+    st2 = json.loads(capsys.readouterr().out)
+    assert 0 < st2["pinned_tokens"] < st2["tokens"] and st2["payload_ratio"] < st["payload_ratio"]
 
 
 def test_a_mount_is_exactly_what_the_benchmarked_quantizer_reconstructs(env):
@@ -293,3 +306,90 @@ def test_a_mount_is_exactly_what_the_benchmarked_quantizer_reconstructs(env):
         k = rotate_per_token(k, rt.dialect.inv_freq[layer], seats).to(exact.keys.dtype)
         torch.testing.assert_close(mount.kv.keys[layer], k, rtol=0, atol=1e-5)
         torch.testing.assert_close(mount.kv.values[layer], v.to(exact.values.dtype), rtol=0, atol=1e-6)
+
+
+def test_salient_rules_pick_numbers_and_capitalized_words():
+    pieces = ["The", " code", " is", " 94", "88", ".", " Anna", "belle", " said", " \"", "Oslo", "-", "bound"]
+    assert salient_mask(pieces, "none") == [False] * len(pieces)
+    assert [p for p, k in zip(pieces, salient_mask(pieces, "digits")) if k] == [" 94", "88"]
+    assert [p for p, k in zip(pieces, salient_mask(pieces, "names")) if k] == [
+        "The", " 94", "88", " Anna", "belle", "Oslo"]  # a word ends at punctuation: "-bound" is another
+    with pytest.raises(ValueError, match="unknown keep-salient rule"):
+        salient_mask(pieces, "all")
+    with pytest.raises(UserInputError, match="keep-salient"):
+        ArchiveConfig(keep_salient="all")
+
+
+def test_salient_tokens_come_back_unquantized_and_the_rest_is_the_plain_archive(env):
+    rt, books = env
+    tier = rt.archive  # the runtime's tier knows the tokenizer
+    rec = _blocks(rt)[0]
+    exact = _exact(rt, rec.key)
+    ids = json.loads(KV.from_bytes(rt.store.read_payload(rec))[1]["ids"])
+    pieces = [rt.lm.tokenizer.decode([t]) for t in ids]
+    want = [i for i, keep in enumerate(salient_mask(pieces, "names")) if keep]
+    assert 0 < len(want) < len(ids)  # sentence starts are capitalized; lorem has no digits
+
+    tier.archive(rec, books)  # (or "already archived" by an earlier test)
+    plain = rt.store.get(TENANT, KIND, rec.key)
+    home_plain = tier.load(TENANT, rec.key)
+    pinned = tier.archive(rec, books, ArchiveConfig(keep_salient="names"))
+    assert not isinstance(pinned, str) and pinned.meta["pinned"] == len(want) and pinned.meta["keep_salient"] == "names"
+    layers, heads, _, dim = exact.keys.shape
+    assert pinned.meta["pinned_bytes"] == len(want) * (8 + 2 * layers * heads * dim * 2)  # positions + fp16 K/V
+    assert pinned.payload_size > plain.payload_size
+    home = tier.load(TENANT, rec.key)
+    assert home.lossy and home.pinned_tokens == len(want)
+    rest = [i for i in range(len(ids)) if i not in set(want)]
+    for got, base, ref in ((home.kv.keys, home_plain.kv.keys, exact.keys),
+                           (home.kv.values, home_plain.kv.values, exact.values)):
+        assert torch.equal(got[:, :, want], ref[:, :, want].half().to(ref.dtype))  # kept: float16-rounded
+        assert torch.equal(got[:, :, rest], base[:, :, rest])  # the others: the plain archive's
+        assert not torch.equal(got[:, :, rest], ref[:, :, rest])
+    moved = tier.load(TENANT, rec.key, at_seat=home.seat + 300)
+    rounded = KV(exact.keys[:, :, want].half().float(), exact.values[:, :, want].half().float())
+    again = reseat_kv(rounded, rt.dialect, 300)
+    assert torch.equal(moved.kv.keys[:, :, want], again.keys)  # one rotation by the delta, like the tail
+    assert torch.equal(moved.kv.values[:, :, want], rounded.values)
+    st = tier_stats(rt.store, TENANT)
+    assert st["pinned_tokens"] >= len(want) and st["pinned_bytes"] >= pinned.meta["pinned_bytes"]
+
+    # A rule that finds nothing writes the plain format; a tier without a tokenizer cannot pin.
+    none_found = tier.archive(rec, books, ArchiveConfig(keep_salient="digits"))
+    assert none_found.meta["pinned"] == 0 and none_found.payload_size == plain.payload_size
+    with pytest.raises(UserInputError, match="tokenizer"):
+        ArchiveTier(rt.store, rt.dialect, rt.lm.identity).archive(rec, books, ArchiveConfig(keep_salient="names"))
+    tier.archive(rec, books)  # leave the block archived plain for the other tests
+
+
+def test_pinned_tokens_round_trip_and_bad_positions_do_not_parse():
+    codes = RVQCodes(np.arange(24, dtype=np.uint8).reshape(1, 2, 2, 6) % 8,
+                     np.arange(12, dtype=np.uint8).reshape(1, 2, 1, 6) % 8, 8)
+    meta = {"identity": "a", "tenant": "t", "key": "k", "parent": "p", "seat": 4, "tokens": 8, "tail": 2,
+            "quantized": 6, "codebook": "v", "k": 8, "key_stages": 2, "value_stages": 1, "source": "s",
+            "keep_salient": "digits"}
+    tail = (torch.zeros(1, 2, 2, 4), torch.ones(1, 2, 2, 4))
+
+    def span(pos: list[int]) -> ArchivedSpan:
+        rows = torch.arange(2 * len(pos) * 4, dtype=torch.float32).reshape(1, 2, len(pos), 4)
+        return ArchivedSpan(codes, *tail, meta, torch.tensor(pos, dtype=torch.int64), rows, -rows)
+
+    back = ArchivedSpan.from_bytes(span([1, 4]).to_bytes("chaos"))
+    assert back.pinned.tolist() == [1, 4] and back.meta["pinned"] == 2 and back.meta["keep_salient"] == "digits"
+    assert torch.equal(back.pinned_values, -span([1, 4]).pinned_keys)
+    plain = ArchivedSpan.from_bytes(ArchivedSpan(codes, *tail, meta).to_bytes("chaos"))
+    assert plain.pinned is None and "pinned" not in plain.meta
+    for bad in ([4, 1], [1, 1], [1, 6], [-1, 2]):  # not increasing, or outside the quantized tokens
+        with pytest.raises(ValueError, match="pinned positions"):
+            ArchivedSpan.from_bytes(span(bad).to_bytes("chaos"))
+
+
+def test_pinned_rows_are_float16_unless_a_value_would_overflow():
+    from grm.archive.tier import _sixteen_bit
+
+    k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
+    assert all(t.dtype == torch.float16 for t in _sixteen_bit(k, v))
+    k[0, 0, 0, 0] = 1e6  # beyond float16's 65504: kept in the payload's own dtype
+    assert all(t.dtype == torch.float32 and torch.equal(t, ref) for t, ref in zip(_sixteen_bit(k, v), (k, v)))
+    b = k.bfloat16()
+    assert _sixteen_bit(b, v.bfloat16())[0].dtype == torch.bfloat16  # already 16-bit: as is

@@ -1,0 +1,38 @@
+"""Which tokens of an archived span are also kept unquantized (16-bit K/V beside its index
+streams): the salient ones, by a rule on each token's text.
+
+Why: quantized keys lose verbatim recall. bench/results/archive_recall.md asks 40 invented facts
+of sections archived K x4 / V x3 and gets 0 right, against 30 from the exact K/V; the answers
+stay fluent but lose the number. Keeping the few tokens that carry numbers and names unquantized
+brings part of it back at a fraction of the fp16 bytes; that file measures each rule through the
+tier (`grm archive demote --keep-salient RULE`).
+
+Rules (RULES):
+  none    no token
+  digits  every token whose text holds a digit
+  names   digits, and every token of a word that starts with an uppercase letter (a word starts
+          at the span's first token, at every token whose text does not begin with a letter or
+          digit, and after every token whose text does not end with one; the tokens that
+          continue it inherit its capital)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+RULES = ("none", "digits", "names")
+
+
+def salient_mask(pieces: Sequence[str], rule: str) -> list[bool]:
+    """One flag per token text in `pieces` (a span's tokens decoded one by one): keep it exact?"""
+    if rule not in RULES:
+        raise ValueError(f"unknown keep-salient rule {rule!r}: one of {', '.join(RULES)}")
+    if rule == "none":
+        return [False] * len(pieces)
+    keep, capital, before = [], False, ""
+    for piece in pieces:
+        if not (piece[:1].isalnum() and before[-1:].isalnum()):  # a new word
+            capital = next((c for c in piece if c.isalnum()), "").isupper()
+        keep.append(any(c.isdigit() for c in piece) or (rule == "names" and capital))
+        before = piece
+    return keep
