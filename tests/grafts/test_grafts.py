@@ -280,14 +280,17 @@ def test_a_demoted_evidence_graft_keeps_its_row_and_mounts_lossy(make_runtime):
     books = train_codebooks(rt.lm, rt.dialect, lorem(20, seed=7), TrainConfig(k=32, iters=5))
     save_codebooks(rt.store, books)
     report = rt.archive.demote(rt.config.tenant, books, keys=[g.id], kinds=("graft",),
-                               config=ArchiveConfig(recent=32, drop_exact=True))
+                               config=ArchiveConfig(recent=32, drop_exact=True, keep_salient="names"))
     assert report.demoted == [g.id] and report.dropped_exact == 1
+    pinned = rt.archive.pinned_positions(list(g.ids)[:-32], "names")  # "Chat", "Quintar" ...
+    assert rt.store.get(rt.config.tenant, "archive", g.id).meta["pinned"] == len(pinned) > 0
     rec = rt.store.get(rt.config.tenant, "graft", g.id)
     assert rec.payload is None and rec.meta["archived"] == books.version  # the row stays, its payload goes
     assert rt.grafts.get(g.id).summary()["archived"] == books.version  # `grm grafts show` says so
     kv = rt.grafts.load(g.id)
     assert kv is not None and g.id in rt.grafts.lossy_ids
     assert torch.equal(kv.values[:, :, -32:], exact_kv.values[:, :, -32:])  # the exact window
+    assert torch.equal(kv.values[:, :, pinned], exact_kv.values[:, :, pinned].half().float())  # salient: 16-bit
     assert not torch.equal(kv.values, exact_kv.values)
     assert g.id in [r.graft.id for r in rt.grafts.route("Quintar harbor master blue ledger")]
     with pytest.raises(UserInputError, match="archived"):
