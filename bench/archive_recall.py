@@ -9,13 +9,14 @@ runs. Each question is asked in `grafts` mode (sections routed and mounted side 
 - archived: every section block demoted with --drop-exact (`ArchiveTier.demote`, the code
   `grm archive demote --all` runs) in a copy of the store opened by a fresh runtime, so every
   mount comes from the archive (dequantized, re-seated) and must say lossy; plain, with a 32-token
-  exact tail (--recent 32), and with the salient tokens also kept unquantized, 16-bit
-  (--keep-salient digits | names, grm/archive/salient.py).
+  exact tail (--recent 32), and with the salient tokens' K/V rows also kept beside the streams
+  (--keep-salient digits | names, grm/archive/salient.py), stored int8 or float16
+  (--salient-storage).
 Ablations (which side matters), on the exact store: every mounted section is replaced at load
 time by the same codebooks' reconstruction (the function the tier computes,
 tests/archive/test_tier.py::test_a_mount_is_exactly_what_the_benchmarked_quantizer_reconstructs)
 with keys left exact, or values left exact.
-Scoring: the fact's number appears in the answer. Bytes and the share of tokens left unquantized:
+Scoring: the fact's number appears in the answer. Bytes and the share of tokens kept apart:
 `grm archive stats` of each copy.
 """
 
@@ -36,9 +37,11 @@ from _common import news_corpus, run_cli, write_results  # noqa: E402
 from recall import SECTION_TOKENS, SEED, build_corpus, make_facts  # noqa: E402
 
 CORPUS_ARTICLES = 150  # facts go into articles [0, 150); codebooks train on [150, 300)
-# Archived copies: (label, exact tail per section, salient tokens kept unquantized).
-ARCHIVED = (("archived", 0, "none"), ("archived, exact tail 32", 32, "none"),
-            ("archived, digits kept 16-bit", 0, "digits"), ("archived, digits and names kept 16-bit", 0, "names"))
+# Archived copies: (label, exact tail per section, salient rule, salient storage).
+ARCHIVED = (("archived", 0, "none", "int8"), ("archived, exact tail 32", 32, "none", "int8"),
+            ("archived, digits kept int8", 0, "digits", "int8"), ("archived, digits kept float16", 0, "digits", "float16"),
+            ("archived, digits and names kept int8", 0, "names", "int8"),
+            ("archived, digits and names kept float16", 0, "names", "float16"))
 ABLATIONS = ("keys exact, values V x3", "keys K x4, values exact")
 
 
@@ -120,12 +123,13 @@ def main(args: argparse.Namespace) -> int:
             log(f"{how}: {sum(a['correct'] for a in answers)}/{n_facts}")
         rt.residency._load = exact_load
     stats, hits = {}, {}
-    for n, (label, tail, rule) in enumerate(ARCHIVED):
+    for n, (label, tail, rule, storage) in enumerate(ARCHIVED):
         copy = work / f"store-{n}"
         shutil.copytree(work / "store", copy)
         with open_rt(copy) as rt:
             report = rt.archive.demote(rt.config.tenant, books,
-                                       config=ArchiveConfig(recent=tail, keep_salient=rule, drop_exact=True))
+                                       config=ArchiveConfig(recent=tail, keep_salient=rule, salient_storage=storage,
+                                                           drop_exact=True))
             stats[label] = tier_stats(rt.store, rt.config.tenant)
             log(f"{label}: demoted {len(report.demoted)}, skipped {len(report.skipped)}")
         with open_rt(copy) as rt:  # a fresh process view: nothing resident, every mount from the store
@@ -151,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
              f"Archived = every section demoted with --drop-exact in a copy of the store, asked from a fresh "
              f"runtime." + (" QUICK RUN (smoke test, not the result)." if quick else ""), "",
              "| method | correct | answers marked lossy | archive mounts | archive-only x | payload x | "
-             "all-in x (codebooks once) | tokens left unquantized |", "|---|---|---|---|---|---|---|---|"]
+             "all-in x (codebooks once) | tokens kept apart |", "|---|---|---|---|---|---|---|---|"]
     fmt = lambda x: "-" if x is None else f"{x:.1f}x"  # noqa: E731
     pct = lambda x: "-" if x is None else f"{100 * x:.1f}%"  # noqa: E731
     for r in rows:
@@ -164,11 +168,11 @@ def main(args: argparse.Namespace) -> int:
               "sections were mounted side by side (they were read apart, so the answer is not an exact hit); "
               "ablations bypass the tier, so the column does not apply to them.",
               "", "archive-only = fp16 bytes of the quantized tokens / their index streams; payload = fp16 bytes "
-              "of every archived token / archive payloads (streams + exact tails + 16-bit salient tokens + headers); "
+              "of every archived token / archive payloads (streams + exact tails + salient rows + headers); "
               "all-in adds the codebooks once (they amortize over what this store holds, not over 32k tokens). "
-              "Tokens left unquantized: the exact tails (float32, as the payload) and the salient tokens "
-              "(float16, grm/archive/salient.py), as a share of the archived tokens; salient tokens are "
-              "also in the index streams."]
+              "Tokens kept apart: the exact tails (float32, as the payload) and the salient tokens' rows "
+              "(int8 with a float16 scale per row, or float16; grm/archive/salient.py), as a share of the "
+              "archived tokens; salient tokens are also in the index streams."]
     data = {"facts": n_facts, "articles": articles, "sections": ingest.blocks, "codebooks": books.version,
             "train_tokens": books.train["tokens"], "rows": rows, "seconds": time.perf_counter() - t0}
     write_results("archive_recall", data, table, "grm bench archive_recall --threads 2", quick)

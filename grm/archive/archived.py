@@ -7,10 +7,11 @@ A span of K/V (a block or graft) of T tokens read at seats seat..seat+T-1 is spl
   - the exact tail: the last `tail` tokens (none by default; `recent`), as cached (keys after
     rotary at their seats), in the dtype of the exact payload (so they come back bit-identical);
   - pinned tokens (format 2 only): salient tokens of the quantized head (grm/archive/salient.py)
-    kept unquantized, by position: their K/V as cached (keys after rotary), stored in float16
-    (one rounding from a float32 payload; a 16-bit payload is kept as is; the exact dtype if a value
-    would not fit float16). They are quantized in the streams too (the streams stay contiguous
-    for random access and suffix search), and a mount puts the pinned rows over them.
+    kept apart, by position: their K/V as cached (keys after rotary), each head_dim row stored
+    int8 with a float16 absmax scale (the codebooks' int8 form, grm/archive/rvq.py to_storage;
+    the default) or float16 ("salient_storage"), float32 if a value would not fit. They are
+    quantized in the streams too (the streams stay contiguous for random access and suffix
+    search), and a mount puts the pinned rows over them.
 The sinks are never part of a span: they are their own record and are never archived.
 
 Serialized layout (safetensors, little-endian; `ArchivedSpan.to_bytes` / `from_bytes`):
@@ -21,8 +22,9 @@ Serialized layout (safetensors, little-endian; `ArchivedSpan.to_bytes` / `from_b
             "offsets"      [streams + 1] int64: stream i is streams[offsets[i]:offsets[i+1]]
   format 2 adds (written only when a span has pinned tokens, so other spans stay format 1):
             "pinned"        [pinned] int64: strictly increasing positions in [0, quantized)
-            "pinned_keys"   [layers, kv_heads, pinned, head_dim]  16-bit (after rotary)
+            "pinned_keys"   [layers, kv_heads, pinned, head_dim]  int8 | float16 | float32 (after rotary)
             "pinned_values" [layers, kv_heads, pinned, head_dim]
+            "pinned_key_scales", "pinned_value_scales"  [layers, kv_heads, pinned] float16 (int8 only)
   metadata  "grm_archive_format"  "1" | "2" (FORMATS)
             "identity"     model identity of the K/V and of the codebooks
             "tenant", "key"  the archive record's tenant and key (= the source block's key)
@@ -33,7 +35,8 @@ Serialized layout (safetensors, little-endian; `ArchivedSpan.to_bytes` / `from_b
             "k", "key_stages", "value_stages"  alphabet and stages used (a prefix of the trained stack)
             "codec"        "chaos" | "bitpack"
             "source"       SHA-256 of the exact payload the span was archived from (lineage)
-            "pinned", "keep_salient"  (format 2) pinned tokens and the rule that chose them
+            "pinned", "keep_salient", "salient_storage"  (format 2) pinned tokens, the rule that
+                           chose them, and the form their rows are stored in
 The store hashes these bytes as a whole (SHA-256 in the catalog), so the metadata is covered by
 the same digest as the tensors; each codec container also carries CRC32s. `from_bytes` raises
 ValueError for anything that does not parse as this format; the reader turns that into a miss.
@@ -52,7 +55,7 @@ from safetensors.torch import save as st_save
 
 from grm.archive.bitpack import BitPackedCodec
 from grm.archive.chaos import ChaosGameCodec
-from grm.archive.rvq import RVQCodes
+from grm.archive.rvq import RVQCodes, from_storage
 from grm.errors import GrmError
 
 ARCHIVE_FORMAT = 1  # a span without pinned tokens
@@ -63,6 +66,7 @@ _INT_FIELDS = ("seat", "tokens", "tail", "quantized", "k", "key_stages", "value_
 _STR_FIELDS = ("identity", "tenant", "key", "parent", "codebook", "codec", "source")
 _TENSORS = {"tail_keys", "tail_values", "streams", "offsets"}
 _PINNED_TENSORS = {"pinned", "pinned_keys", "pinned_values"}
+_PINNED_SCALES = {"pinned_key_scales", "pinned_value_scales"}
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,10 @@ class ArchivedSpan:
     tail_values: torch.Tensor  # [layers, kv_heads, tail, head_dim]
     meta: dict  # the metadata fields, ints as ints
     pinned: torch.Tensor | None = None  # [pinned] int64 positions in the quantized head, or None
-    pinned_keys: torch.Tensor | None = None  # [layers, kv_heads, pinned, head_dim] 16-bit, after rotary
+    pinned_keys: torch.Tensor | None = None  # [layers, kv_heads, pinned, head_dim] as stored, after rotary
     pinned_values: torch.Tensor | None = None
+    pinned_key_scales: torch.Tensor | None = None  # [layers, kv_heads, pinned] float16 when rows are int8
+    pinned_value_scales: torch.Tensor | None = None
 
     @property
     def stream_bytes(self) -> int:
@@ -89,7 +95,13 @@ class ArchivedSpan:
     def pinned_bytes(self) -> int:
         if self.pinned is None:
             return 0
-        return int(self.pinned.nbytes + self.pinned_keys.nbytes + self.pinned_values.nbytes)
+        scales = [t.nbytes for t in (self.pinned_key_scales, self.pinned_value_scales) if t is not None]
+        return int(self.pinned.nbytes + self.pinned_keys.nbytes + self.pinned_values.nbytes + sum(scales))
+
+    def pinned_kv(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pinned rows as float32 numbers (keys after rotary at the span's seats)."""
+        return (from_storage(self.pinned_keys, self.pinned_key_scales),
+                from_storage(self.pinned_values, self.pinned_value_scales))
 
     def to_bytes(self, codec: str) -> bytes:
         """Serialize; each stream goes through `codec` ("chaos" or "bitpack")."""
@@ -104,11 +116,15 @@ class ArchivedSpan:
         if self.pinned_count:
             tensors.update(pinned=self.pinned.to(torch.int64).contiguous(),
                            pinned_keys=self.pinned_keys.contiguous(), pinned_values=self.pinned_values.contiguous())
+            if self.pinned_key_scales is not None:
+                tensors.update(pinned_key_scales=self.pinned_key_scales.contiguous(),
+                               pinned_value_scales=self.pinned_value_scales.contiguous())
             meta.update(grm_archive_format=str(PINNED_FORMAT), pinned=str(self.pinned_count))
         else:
             meta.update(grm_archive_format=str(ARCHIVE_FORMAT))
             meta.pop("pinned", None)
             meta.pop("keep_salient", None)
+            meta.pop("salient_storage", None)
         return st_save(tensors, metadata=meta)
 
     @classmethod
@@ -125,11 +141,13 @@ class ArchivedSpan:
         if fmt not in {str(f) for f in FORMATS}:
             raise ValueError(f"archive format {fmt!r} is not one of {', '.join(map(str, FORMATS))}")
         pinned = fmt == str(PINNED_FORMAT)
-        if set(tensors) != (_TENSORS | _PINNED_TENSORS if pinned else _TENSORS):
+        scaled = pinned and tensors.get("pinned_keys", torch.empty(0)).dtype == torch.int8
+        want = _TENSORS | (_PINNED_TENSORS if pinned else set()) | (_PINNED_SCALES if scaled else set())
+        if set(tensors) != want:
             raise ValueError(f"archived span (format {fmt}) has tensors {sorted(tensors)}")
         try:
             meta: dict = {k: int(raw[k]) for k in _INT_FIELDS + (("pinned",) if pinned else ())}
-            meta.update({k: str(raw[k]) for k in _STR_FIELDS + (("keep_salient",) if pinned else ())})
+            meta.update({k: str(raw[k]) for k in _STR_FIELDS + (("keep_salient", "salient_storage") if pinned else ())})
         except (KeyError, ValueError) as exc:
             raise ValueError(f"archived span metadata is incomplete: {exc}") from exc
         codec = CODECS.get(meta["codec"])
@@ -167,11 +185,14 @@ class ArchivedSpan:
         if not pinned:
             return cls(RVQCodes(keys, values, meta["k"]), tk, tv, meta)
         pos, pk, pv = tensors["pinned"], tensors["pinned_keys"], tensors["pinned_values"]
+        ks_, vs_ = (tensors["pinned_key_scales"], tensors["pinned_value_scales"]) if scaled else (None, None)
         p = meta["pinned"]
         if (pos.dtype != torch.int64 or tuple(pos.shape) != (p,) or p < 1 or pk.shape != pv.shape
                 or tuple(pk.shape) != (layers, heads, p, tk.shape[3]) or pk.dtype != pv.dtype
-                or pk.dtype not in (torch.float16, tk.dtype)):
+                or pk.dtype not in (torch.int8, torch.float16, torch.bfloat16, torch.float32)):
             raise ValueError(f"pinned tokens {tuple(pos.shape)} / {tuple(pk.shape)} do not match pinned={p}")
+        if scaled and any(s.dtype != torch.float16 or tuple(s.shape) != (layers, heads, p) for s in (ks_, vs_)):
+            raise ValueError("int8 pinned rows need float16 scales, one per row")
         if int(pos[0]) < 0 or int(pos[-1]) >= n or (p > 1 and bool((pos[1:] <= pos[:-1]).any())):
             raise ValueError("pinned positions are not increasing positions of the quantized tokens")
-        return cls(RVQCodes(keys, values, meta["k"]), tk, tv, meta, pos, pk, pv)
+        return cls(RVQCodes(keys, values, meta["k"]), tk, tv, meta, pos, pk, pv, ks_, vs_)

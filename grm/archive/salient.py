@@ -1,11 +1,11 @@
-"""Which tokens of an archived span are also kept unquantized (16-bit K/V beside its index
-streams): the salient ones, by a rule on each token's text.
+"""Which tokens of an archived span are also kept apart, beside its index streams, as their own
+K/V rows (int8 with a scale per row, or float16): the salient ones, by a rule on each token's text.
 
 Why: quantized keys lose verbatim recall. bench/results/archive_recall.md asks 40 invented facts
 of sections archived K x4 / V x3 and gets 0 right, against 30 from the exact K/V; the answers
-stay fluent but lose the number. Keeping the few tokens that carry numbers and names unquantized
-brings part of it back at a fraction of the fp16 bytes; that file measures each rule through the
-tier (`grm archive demote --keep-salient RULE`).
+stay fluent but lose the number. Keeping the few tokens that carry numbers and names as rows of
+their own brings part of it back at a fraction of the fp16 bytes; that file measures each rule and
+storage through the tier (`grm archive demote --keep-salient RULE [--salient-storage FORM]`).
 
 Rules (RULES):
   none    no token
@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 RULES = ("none", "digits", "names")
+STORAGES = ("int8", "float16")  # how their K/V rows are stored (grm/archive/archived.py)
 
 
 def salient_mask(pieces: Sequence[str], rule: str) -> list[bool]:

@@ -7,7 +7,8 @@ Lifecycle (who calls what, when):
    for each: the exact payload is read and verified, its keys rotated back to position-free
    (R(-seat-i) per token), every token but the last `recent` (0 by default) encoded with the
    codebooks, the salient ones among them (`keep_salient`, grm/archive/salient.py; none by default)
-   also kept unquantized (16-bit), and an archive record written (layout: grm/archive/archived.py).
+   also kept apart as int8 rows (or float16), and an archive record written (layout:
+   grm/archive/archived.py).
 3. The runtime mounts a span from the archive with `ArchiveTier.load(tenant, key, at_seat)`:
    verified, dequantized, keys rotated forward to their seat (one rotation per token, float64
    angles), the exact tail and pinned tokens re-seated by the delta (none at delta 0), the pinned
@@ -23,8 +24,8 @@ Record (the store treats all of it as opaque):
   text    the source block's text (byte-exact; the lexical channel can find archived spans)
   meta    the source block's meta (seat, tokens, doc, index, layout, dense key ...) plus
           identity, codebook, k, key_stages, value_stages, codec, tail, quantized, stream_bytes,
-          tail_bytes, keep_salient, pinned, pinned_bytes, fp16_bytes, source_kind, source (SHA-256
-          of the exact payload)
+          tail_bytes, keep_salient, salient_storage, pinned, pinned_bytes, fp16_bytes, source_kind,
+          source (SHA-256 of the exact payload)
 
 Reading fails closed: the record must be active and of this identity, its payload must re-hash to
 the catalog digest (the store checks), parse, and bind the same identity, tenant, key, parent and
@@ -55,8 +56,8 @@ import torch
 from grm.archive.archived import CODECS, ArchivedSpan
 from grm.archive.codebook_store import archive_stats, load_codebooks
 from grm.archive.harvest import rotate_per_token
-from grm.archive.rvq import RVQCodebooks, RVQCodes
-from grm.archive.salient import RULES, salient_mask
+from grm.archive.rvq import RVQCodebooks, RVQCodes, to_storage
+from grm.archive.salient import RULES, STORAGES, salient_mask
 from grm.dialects import Dialect
 from grm.errors import UserInputError
 from grm.kv import KV
@@ -80,10 +81,11 @@ class ArchiveConfig:
     value_stages: int | None = None  # RVQ stages for values; None = every trained stage
     codec: str = "chaos"  # symbol codec of the index streams: "chaos" (suffix search) | "bitpack"
     drop_exact: bool = False  # delete the exact block row when its archive record commits
-    # Salient tokens also kept unquantized, 16-bit (grm/archive/salient.py): "none" | "digits" | "names". "none" by
-    # default, so the ratios stay those of bench/results/archive.md; bench/results/archive_recall.md
-    # measures what each rule costs and brings back.
+    # Salient tokens kept apart beside the streams (grm/archive/salient.py): "none" | "digits" | "names".
+    # "none" by default, so the ratios stay those of bench/results/archive.md;
+    # bench/results/archive_recall.md measures what each rule costs and brings back.
     keep_salient: str = "none"
+    salient_storage: str = "int8"  # their rows: "int8" (absmax, float16 scale per row) | "float16"
 
     def __post_init__(self) -> None:
         if not isinstance(self.recent, int) or self.recent < 0:
@@ -96,6 +98,8 @@ class ArchiveConfig:
             raise UserInputError(f"unknown codec {self.codec!r}: one of {', '.join(CODECS)}")
         if self.keep_salient not in RULES:
             raise UserInputError(f"unknown keep-salient rule {self.keep_salient!r}: one of {', '.join(RULES)}")
+        if self.salient_storage not in STORAGES:
+            raise UserInputError(f"unknown salient storage {self.salient_storage!r}: one of {', '.join(STORAGES)}")
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class ArchivedMount:
     record: Record  # the archive record served
     exact_tokens: int  # tokens of the exact tail (served bit-identical, re-seated)
     codebook: str  # codebook version the rest was dequantized with
-    pinned_tokens: int = 0  # salient tokens of the quantized part served from 16-bit rows (re-seated)
+    pinned_tokens: int = 0  # salient tokens of the quantized part served from their own rows (re-seated)
     lossy: bool = True  # a mount from the archive is never an exact hit
 
 
@@ -126,15 +130,14 @@ class DemoteReport:
                 "dropped_exact": self.dropped_exact, "keys": self.demoted, "skipped_keys": self.skipped}
 
 
-def _sixteen_bit(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pinned rows as stored: float16 from a wider dtype (one rounding, far below the quantization
-    error it replaces), unless a value would overflow float16; a 16-bit dtype is kept as is."""
-    if keys.element_size() <= 2:
-        return keys.clone(), values.clone()
-    half = keys.half(), values.half()
-    if all(bool(torch.isfinite(t).all()) for t in half):
-        return half
-    return keys.clone(), values.clone()
+def _pinned_rows(keys: torch.Tensor, values: torch.Tensor, storage: str) -> tuple[str, list]:
+    """(storage used, [keys, values, key scales, value scales]) of pinned rows: int8 with a float16
+    scale per row or float16 (grm/archive/rvq.py to_storage), float32 where a value or scale would
+    not fit float16."""
+    (k, ks), (v, vs) = to_storage(keys.float(), storage), to_storage(values.float(), storage)
+    if all(t is None or bool(torch.isfinite(t.float()).all()) for t in (k, v, ks, vs)):
+        return storage, [k, v, ks, vs]
+    return "float32", [keys.float().clone(), values.float().clone(), None, None]
 
 
 def _rotate_layers(keys: torch.Tensor, dialect: Dialect, positions: torch.Tensor) -> torch.Tensor:
@@ -227,9 +230,10 @@ class ArchiveTier:
             return "no exact payload (already archived with its exact K/V dropped)"
         done = self.store.get(rec.tenant, KIND, rec.key)
         same = (done.meta.get("codebook"), done.meta.get("key_stages"), done.meta.get("value_stages"),
-                done.meta.get("recent"), done.meta.get("keep_salient", "none")) if done is not None else None
+                done.meta.get("recent"), done.meta.get("keep_salient", "none"),
+                done.meta.get("salient_storage", "int8")) if done is not None else None
         if done is not None and done.state == "active" and same == (books.version, ks, vs, config.recent,
-                                                                    config.keep_salient):
+                                                                    config.keep_salient, config.salient_storage):
             return "already archived with these codebooks, exact tail and salient rule"
         got = self.exact_kv(rec)
         if got is None:
@@ -249,9 +253,14 @@ class ArchiveTier:
         meta = {"identity": self.identity, "tenant": rec.tenant, "key": rec.key, "parent": parent, "seat": seat,
                 "tokens": kv.tokens, "tail": tail, "quantized": n, "codebook": books.version, "k": books.config.k,
                 "key_stages": ks, "value_stages": vs, "recent": config.recent,
-                "source": hashlib.sha256(data).hexdigest(), "keep_salient": config.keep_salient, "pinned": len(pos)}
-        pinned = (pos, *_sixteen_bit(head.keys[:, :, pos], head.values[:, :, pos])) if len(pos) else (None,) * 3
-        span = ArchivedSpan(codes, kv.keys[:, :, n:].clone(), kv.values[:, :, n:].clone(), meta, *pinned)
+                "source": hashlib.sha256(data).hexdigest(), "keep_salient": config.keep_salient,
+                "salient_storage": config.salient_storage, "pinned": len(pos)}
+        rows: list = [None] * 5
+        if len(pos):
+            meta["salient_storage"], stored = _pinned_rows(head.keys[:, :, pos], head.values[:, :, pos],
+                                                           config.salient_storage)
+            rows = [pos, *stored]
+        span = ArchivedSpan(codes, kv.keys[:, :, n:].clone(), kv.values[:, :, n:].clone(), meta, *rows)
         payload = span.to_bytes(config.codec)
         back = ArchivedSpan.from_bytes(payload)  # parse our own bytes before anything relies on them
         if not (np.array_equal(back.codes.keys, codes.keys) and np.array_equal(back.codes.values, codes.values)
@@ -329,11 +338,12 @@ class ArchiveTier:
                                      for i in range(tail_keys.shape[0])])
         values = free.values.to(dtype)
         if span.pinned_count:
-            pos, pinned_keys = span.pinned, span.pinned_keys.to(dtype)
+            pos = span.pinned
+            pinned_keys, pinned_values = (t.to(dtype) for t in span.pinned_kv())
             if target != seat:
                 pinned_keys = torch.stack([self.dialect.reseat(pinned_keys[i], i, target - seat)
                                            for i in range(pinned_keys.shape[0])])
-            keys[:, :, pos], values[:, :, pos] = pinned_keys, span.pinned_values.to(dtype)
+            keys[:, :, pos], values[:, :, pos] = pinned_keys, pinned_values
         kv = KV(torch.cat([keys, tail_keys], dim=2), torch.cat([values, span.tail_values], dim=2))
         self.counters["archive_hits"] += 1
         return ArchivedMount(kv, target, rec, span.meta["tail"], span.meta["codebook"], pinned_tokens=span.pinned_count)

@@ -8,9 +8,9 @@ Expectations:
 4. Damaged or misbound archive records and another model's codebooks are misses (None) or
    refused (UserInputError at demotion), never served.
 5. --drop-exact removes the exact row in the same commit; the text and the document stay.
-6. Salient tokens kept unquantized (--keep-salient) come back as their float16 rounding at their
-   seat, re-seated by one rotation elsewhere; every other token is the plain archive's
-   reconstruction.
+6. Salient tokens kept apart (--keep-salient) come back as their stored rows (float16 rounding,
+   or int8 per row) at their seat, re-seated by one rotation elsewhere; every other token is the
+   plain archive's reconstruction.
 """
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ def test_salient_rules_pick_numbers_and_capitalized_words():
         ArchiveConfig(keep_salient="all")
 
 
-def test_salient_tokens_come_back_unquantized_and_the_rest_is_the_plain_archive(env):
+def test_salient_tokens_come_back_from_their_rows_and_the_rest_is_the_plain_archive(env):
     rt, books = env
     tier = rt.archive  # the runtime's tier knows the tokenizer
     rec = _blocks(rt)[0]
@@ -333,7 +333,7 @@ def test_salient_tokens_come_back_unquantized_and_the_rest_is_the_plain_archive(
     tier.archive(rec, books)  # (or "already archived" by an earlier test)
     plain = rt.store.get(TENANT, KIND, rec.key)
     home_plain = tier.load(TENANT, rec.key)
-    pinned = tier.archive(rec, books, ArchiveConfig(keep_salient="names"))
+    pinned = tier.archive(rec, books, ArchiveConfig(keep_salient="names", salient_storage="float16"))
     assert not isinstance(pinned, str) and pinned.meta["pinned"] == len(want) and pinned.meta["keep_salient"] == "names"
     layers, heads, _, dim = exact.keys.shape
     assert pinned.meta["pinned_bytes"] == len(want) * (8 + 2 * layers * heads * dim * 2)  # positions + fp16 K/V
@@ -351,8 +351,17 @@ def test_salient_tokens_come_back_unquantized_and_the_rest_is_the_plain_archive(
     again = reseat_kv(rounded, rt.dialect, 300)
     assert torch.equal(moved.kv.keys[:, :, want], again.keys)  # one rotation by the delta, like the tail
     assert torch.equal(moved.kv.values[:, :, want], rounded.values)
+    # int8 rows (the default): half the row bytes, within half a step of the exact values.
+    small = tier.archive(rec, books, ArchiveConfig(keep_salient="names"))
+    assert small.meta["salient_storage"] == "int8" and small.meta["pinned"] == len(want)
+    assert small.meta["pinned_bytes"] == len(want) * (8 + 2 * layers * heads * (dim + 2))  # int8 + fp16 scale
+    got = tier.load(TENANT, rec.key).kv
+    for side, ref in ((got.keys, exact.keys), (got.values, exact.values)):
+        step = ref[:, :, want].abs().amax(-1, keepdim=True) / 127
+        assert bool(((side[:, :, want] - ref[:, :, want]).abs() <= 0.51 * step + 1e-3 * step).all())
+        assert torch.equal(side[:, :, rest], (home_plain.kv.keys if side is got.keys else home_plain.kv.values)[:, :, rest])
     st = tier_stats(rt.store, TENANT)
-    assert st["pinned_tokens"] >= len(want) and st["pinned_bytes"] >= pinned.meta["pinned_bytes"]
+    assert st["pinned_tokens"] >= len(want) and st["pinned_bytes"] >= small.meta["pinned_bytes"]
 
     # A rule that finds nothing writes the plain format; a tier without a tokenizer cannot pin.
     none_found = tier.archive(rec, books, ArchiveConfig(keep_salient="digits"))
@@ -367,7 +376,7 @@ def test_pinned_tokens_round_trip_and_bad_positions_do_not_parse():
                      np.arange(12, dtype=np.uint8).reshape(1, 2, 1, 6) % 8, 8)
     meta = {"identity": "a", "tenant": "t", "key": "k", "parent": "p", "seat": 4, "tokens": 8, "tail": 2,
             "quantized": 6, "codebook": "v", "k": 8, "key_stages": 2, "value_stages": 1, "source": "s",
-            "keep_salient": "digits"}
+            "keep_salient": "digits", "salient_storage": "float32"}
     tail = (torch.zeros(1, 2, 2, 4), torch.ones(1, 2, 2, 4))
 
     def span(pos: list[int]) -> ArchivedSpan:
@@ -382,14 +391,28 @@ def test_pinned_tokens_round_trip_and_bad_positions_do_not_parse():
     for bad in ([4, 1], [1, 1], [1, 6], [-1, 2]):  # not increasing, or outside the quantized tokens
         with pytest.raises(ValueError, match="pinned positions"):
             ArchivedSpan.from_bytes(span(bad).to_bytes("chaos"))
+    # int8 rows travel with their scales, and do not parse without them.
+    rows, scales = torch.ones(1, 2, 2, 4, dtype=torch.int8), torch.full((1, 2, 2), 0.5, dtype=torch.float16)
+    int8 = ArchivedSpan(codes, *tail, {**meta, "salient_storage": "int8"}, torch.tensor([0, 5]), rows, -rows,
+                        scales, scales.clone())
+    back = ArchivedSpan.from_bytes(int8.to_bytes("bitpack"))
+    keys, values = back.pinned_kv()
+    assert torch.equal(keys, torch.full((1, 2, 2, 4), 0.5)) and torch.equal(values, -keys)
+    assert back.pinned_bytes == 2 * 8 + 2 * 16 + 2 * 8
+    with pytest.raises(ValueError, match="tensors"):
+        ArchivedSpan.from_bytes(dataclasses.replace(int8, pinned_key_scales=None, pinned_value_scales=None)
+                                .to_bytes("chaos"))
 
 
-def test_pinned_rows_are_float16_unless_a_value_would_overflow():
-    from grm.archive.tier import _sixteen_bit
+def test_pinned_rows_fall_back_to_float32_when_a_value_would_not_fit():
+    from grm.archive.tier import _pinned_rows
 
     k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
-    assert all(t.dtype == torch.float16 for t in _sixteen_bit(k, v))
-    k[0, 0, 0, 0] = 1e6  # beyond float16's 65504: kept in the payload's own dtype
-    assert all(t.dtype == torch.float32 and torch.equal(t, ref) for t, ref in zip(_sixteen_bit(k, v), (k, v)))
-    b = k.bfloat16()
-    assert _sixteen_bit(b, v.bfloat16())[0].dtype == torch.bfloat16  # already 16-bit: as is
+    form, (pk, pv, ks, vs) = _pinned_rows(k, v, "float16")
+    assert form == "float16" and pk.dtype == pv.dtype == torch.float16 and ks is None and vs is None
+    form, (pk, pv, ks, vs) = _pinned_rows(k, v, "int8")
+    assert form == "int8" and pk.dtype == torch.int8 and ks.dtype == torch.float16 and ks.shape == (1, 2, 3)
+    k[0, 0, 0, 0] = 1e6  # beyond float16's 65504
+    assert _pinned_rows(k, v, "float16")[0] == "float32"
+    form, (pk, _, _, _) = _pinned_rows(k * 1e3, v, "int8")  # a scale beyond float16's range
+    assert form == "float32" and torch.equal(pk, k * 1e3)
