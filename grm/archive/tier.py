@@ -60,7 +60,7 @@ from grm.archive.rvq import RVQCodebooks, RVQCodes, to_storage
 from grm.archive.salient import RULES, STORAGES, salient_mask
 from grm.dialects import Dialect
 from grm.errors import UserInputError
-from grm.kv import KV
+from grm.kv import KV, reseat_kv
 from grm.store import Record, Store
 
 KIND = "archive"
@@ -332,19 +332,14 @@ class ArchiveTier:
         free = books.decode(span.codes)  # float32, position-free
         dtype = span.tail_keys.dtype
         keys = _rotate_layers(free.keys, self.dialect, torch.arange(target, target + n)).to(dtype)
-        tail_keys = span.tail_keys
-        if target != seat and span.meta["tail"]:
-            tail_keys = torch.stack([self.dialect.reseat(tail_keys[i], i, target - seat)
-                                     for i in range(tail_keys.shape[0])])
+        tail = KV(span.tail_keys, span.tail_values)
+        if span.meta["tail"]:
+            tail = reseat_kv(tail, self.dialect, target - seat)  # no rotation at delta 0
         values = free.values.to(dtype)
         if span.pinned_count:
-            pos = span.pinned
-            pinned_keys, pinned_values = (t.to(dtype) for t in span.pinned_kv())
-            if target != seat:
-                pinned_keys = torch.stack([self.dialect.reseat(pinned_keys[i], i, target - seat)
-                                           for i in range(pinned_keys.shape[0])])
-            keys[:, :, pos], values[:, :, pos] = pinned_keys, pinned_values
-        kv = KV(torch.cat([keys, tail_keys], dim=2), torch.cat([values, span.tail_values], dim=2))
+            pinned = reseat_kv(KV(*(t.to(dtype) for t in span.pinned_kv())), self.dialect, target - seat)
+            keys[:, :, span.pinned], values[:, :, span.pinned] = pinned.keys, pinned.values
+        kv = KV(torch.cat([keys, tail.keys], dim=2), torch.cat([values, tail.values], dim=2))
         self.counters["archive_hits"] += 1
         return ArchivedMount(kv, target, rec, span.meta["tail"], span.meta["codebook"], pinned_tokens=span.pinned_count)
 
