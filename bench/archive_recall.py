@@ -11,7 +11,10 @@ runs. Each question is asked in `grafts` mode (sections routed and mounted side 
   mount comes from the archive (dequantized, re-seated) and must say lossy; plain, with a 32-token
   exact tail (--recent 32), and with the salient tokens' K/V rows also kept beside the streams
   (--keep-salient digits | names, grm/archive/salient.py), stored int8 or float16
-  (--salient-storage).
+  (--salient-storage), alone or with 4 tokens of context either side (--salient-context).
+Held-out check: the archived rows that matter are asked again on a second fact set (other facts,
+seed SEED + 1, ingested the same way, the same codebooks), since the context width was chosen on
+the first.
 Ablations (which side matters), on the exact store: every mounted section is replaced at load
 time by the same codebooks' reconstruction (the function the tier computes,
 tests/archive/test_tier.py::test_a_mount_is_exactly_what_the_benchmarked_quantizer_reconstructs)
@@ -37,11 +40,16 @@ from _common import news_corpus, run_cli, write_results  # noqa: E402
 from recall import SECTION_TOKENS, SEED, build_corpus, make_facts  # noqa: E402
 
 CORPUS_ARTICLES = 150  # facts go into articles [0, 150); codebooks train on [150, 300)
-# Archived copies: (label, exact tail per section, salient rule, salient storage).
-ARCHIVED = (("archived", 0, "none", "int8"), ("archived, exact tail 32", 32, "none", "int8"),
-            ("archived, digits kept int8", 0, "digits", "int8"), ("archived, digits kept float16", 0, "digits", "float16"),
-            ("archived, digits and names kept int8", 0, "names", "int8"),
-            ("archived, digits and names kept float16", 0, "names", "float16"))
+# Archived copies: (label, exact tail per section, salient rule, context tokens, salient storage).
+ARCHIVED = (("archived", 0, "none", 0, "int8"), ("archived, exact tail 32", 32, "none", 0, "int8"),
+            ("archived, digits kept int8", 0, "digits", 0, "int8"),
+            ("archived, digits kept float16", 0, "digits", 0, "float16"),
+            ("archived, digits +-4 tokens kept int8 (the --keep-salient digits default)", 0, "digits", 4, "int8"),
+            ("archived, digits and names kept int8", 0, "names", 0, "int8"))
+# The same rows on a second fact set (other facts, other articles they land in), chosen nothing on:
+# the 4-token context was picked on the first set, so this is its held-out check.
+HELD_OUT = ("archived", "archived, digits kept int8",
+            "archived, digits +-4 tokens kept int8 (the --keep-salient digits default)")
 ABLATIONS = ("keys exact, values V x3", "keys K x4, values exact")
 
 
@@ -94,17 +102,40 @@ def main(args: argparse.Namespace) -> int:
     articles = 30 if quick else CORPUS_ARTICLES
     max_new = 12
     facts = make_facts(n_facts, random.Random(SEED))
-    corpus, _ = build_corpus(facts, articles=articles)
+    held_facts = make_facts(n_facts, random.Random(SEED + 1))
     train_text = "\n\n".join(news_corpus()[articles : articles + (20 if quick else 150)])
     work = Path(tempfile.mkdtemp(prefix="grm-bench-archive-recall-"))
-    (work / "corpus.txt").write_text(corpus, encoding="utf-8")
     t0 = time.perf_counter()
     log = lambda m: print(f"[archive-recall {time.perf_counter() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     open_rt = lambda store: Runtime.open(store=store, model=args.model, threads=threads,  # noqa: E731
                                          section_tokens=SECTION_TOKENS, graft_k=3)
-    with open_rt(work / "store") as rt:
-        ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0]
-        log(f"ingested {ingest.blocks} sections")
+
+    def ingest_set(name: str, fact_set: list[dict]):
+        corpus, _ = build_corpus(fact_set, articles=articles)
+        (work / f"{name}.txt").write_text(corpus, encoding="utf-8")
+        rt = open_rt(work / name)
+        got = rt.ingest([work / f"{name}.txt"], layout="sections", progress=False)[0]
+        log(f"{name}: ingested {got.blocks} sections")
+        return rt, got
+
+    def archived(name: str, fact_set: list[dict], rows, results: dict, stats: dict, hits: dict) -> None:
+        for n, (label, tail, rule, context, storage) in enumerate(rows):
+            copy = work / f"{name}-{n}"
+            shutil.copytree(work / name, copy)
+            with open_rt(copy) as rt:
+                config = ArchiveConfig(recent=tail, keep_salient=rule, salient_context=context,
+                                       salient_storage=storage, drop_exact=True)
+                report = rt.archive.demote(rt.config.tenant, books, config=config)
+                stats[label] = tier_stats(rt.store, rt.config.tenant)
+                log(f"{name} {label}: demoted {len(report.demoted)}, skipped {len(report.skipped)}")
+            with open_rt(copy) as rt:  # a fresh process view: nothing resident, every mount from the store
+                results[label] = _ask_all(rt, fact_set, max_new)
+                hits[label] = rt.stats()["archive"]["archive_hits"]
+                log(f"{name} {label}: {sum(a['correct'] for a in results[label])}/{n_facts}")
+            shutil.rmtree(copy, ignore_errors=True)
+
+    rt, ingest = ingest_set("store", facts)
+    with rt:
         cfg = TrainConfig(k=8 if quick else None, iters=3 if quick else 15)
         books = train_codebooks(rt.lm, rt.dialect, train_text, cfg)
         save_codebooks(rt.store, books)
@@ -123,31 +154,31 @@ def main(args: argparse.Namespace) -> int:
             log(f"{how}: {sum(a['correct'] for a in answers)}/{n_facts}")
         rt.residency._load = exact_load
     stats, hits = {}, {}
-    for n, (label, tail, rule, storage) in enumerate(ARCHIVED):
-        copy = work / f"store-{n}"
-        shutil.copytree(work / "store", copy)
-        with open_rt(copy) as rt:
-            report = rt.archive.demote(rt.config.tenant, books,
-                                       config=ArchiveConfig(recent=tail, keep_salient=rule, salient_storage=storage,
-                                                           drop_exact=True))
-            stats[label] = tier_stats(rt.store, rt.config.tenant)
-            log(f"{label}: demoted {len(report.demoted)}, skipped {len(report.skipped)}")
-        with open_rt(copy) as rt:  # a fresh process view: nothing resident, every mount from the store
-            results[label] = _ask_all(rt, facts, max_new)
-            hits[label] = rt.stats()["archive"]["archive_hits"]
-            log(f"{label}: {sum(a['correct'] for a in results[label])}/{n_facts}")
-        shutil.rmtree(copy, ignore_errors=True)
-    rows = []
-    for label, answers in results.items():
-        st = stats.get(label, {})
-        kept = (st["exact_tokens"] + st["pinned_tokens"]) / st["tokens"] if st.get("tokens") else None
-        rows.append({"method": f"ablation: {label}" if label in ABLATIONS else label,
-                     "kept_exact_share": kept, "correct": sum(a["correct"] for a in answers), "questions": len(answers),
-                     "lossy_answers": None if label in ABLATIONS else sum(a["lossy"] for a in answers),
-                     "archive_hits": hits.get(label),
-                     "archive_only_ratio": st.get("archive_only_ratio"), "payload_ratio": st.get("payload_ratio"),
-                     "all_in_ratio": st.get("all_in_ratio"), "archived_records": st.get("records"),
-                     "answers": answers})
+    archived("store", facts, ARCHIVED, results, stats, hits)
+    held, held_stats, held_hits = {}, {}, {}
+    rt, held_ingest = ingest_set("held-out", held_facts)
+    with rt:
+        save_codebooks(rt.store, books)
+        held["exact"] = _ask_all(rt, held_facts, max_new)
+        log(f"held-out exact: {sum(a['correct'] for a in held['exact'])}/{n_facts}")
+    archived("held-out", held_facts, [r for r in ARCHIVED if r[0] in HELD_OUT], held, held_stats, held_hits)
+
+    def rows_of(results: dict, stats: dict, hits: dict) -> list[dict]:
+        rows = []
+        for label, answers in results.items():
+            st = stats.get(label, {})
+            kept = (st["exact_tokens"] + st["pinned_tokens"]) / st["tokens"] if st.get("tokens") else None
+            rows.append({"method": f"ablation: {label}" if label in ABLATIONS else label,
+                         "kept_exact_share": kept, "correct": sum(a["correct"] for a in answers),
+                         "questions": len(answers),
+                         "lossy_answers": None if label in ABLATIONS else sum(a["lossy"] for a in answers),
+                         "archive_hits": hits.get(label),
+                         "archive_only_ratio": st.get("archive_only_ratio"), "payload_ratio": st.get("payload_ratio"),
+                         "all_in_ratio": st.get("all_in_ratio"), "archived_records": st.get("records"),
+                         "answers": answers})
+        return rows
+
+    rows, held_rows = rows_of(results, stats, hits), rows_of(held, held_stats, held_hits)
     table = [f"SmolLM2-135M; {n_facts} invented facts in the first {articles} news articles ({ingest.blocks} "
              f"sections of <= {SECTION_TOKENS} tokens); questions in paraphrase, `grafts` mode (top-3 sections "
              f"mounted). Codebooks: {books.config.storage_dtype}, k={books.config.k}, K x{books.config.key_stages} "
@@ -158,12 +189,18 @@ def main(args: argparse.Namespace) -> int:
              "all-in x (codebooks once) | tokens kept apart |", "|---|---|---|---|---|---|---|---|"]
     fmt = lambda x: "-" if x is None else f"{x:.1f}x"  # noqa: E731
     pct = lambda x: "-" if x is None else f"{100 * x:.1f}%"  # noqa: E731
-    for r in rows:
-        table.append(f"| {r['method']} | {r['correct']}/{r['questions']} | "
-                     f"{'-' if r['lossy_answers'] is None else r['lossy_answers']} | "
-                     f"{'-' if r['archive_hits'] is None else r['archive_hits']} | {fmt(r['archive_only_ratio'])} | "
-                     f"{fmt(r['payload_ratio'])} | {fmt(r['all_in_ratio'])} | "
-                     f"{pct(r['kept_exact_share'])} |")
+    head = table[-2:]
+    for n, group in enumerate((rows, held_rows)):
+        if n:
+            table += ["", f"Held-out check: {n_facts} other invented facts (seed {SEED + 1}) in the same "
+                      f"{articles} articles ({held_ingest.blocks} sections), the same codebooks; nothing was "
+                      "chosen on this set.", "", *head]
+        for r in group:
+            table.append(f"| {r['method']} | {r['correct']}/{r['questions']} | "
+                         f"{'-' if r['lossy_answers'] is None else r['lossy_answers']} | "
+                         f"{'-' if r['archive_hits'] is None else r['archive_hits']} | {fmt(r['archive_only_ratio'])} | "
+                         f"{fmt(r['payload_ratio'])} | {fmt(r['all_in_ratio'])} | "
+                         f"{pct(r['kept_exact_share'])} |")
     table += ["", "Lossy: an answer says lossy when anything mounted came from the archive, or when two or more "
               "sections were mounted side by side (they were read apart, so the answer is not an exact hit); "
               "ablations bypass the tier, so the column does not apply to them.",
@@ -174,7 +211,8 @@ def main(args: argparse.Namespace) -> int:
               "(int8 with a float16 scale per row, or float16; grm/archive/salient.py), as a share of the "
               "archived tokens; salient tokens are also in the index streams."]
     data = {"facts": n_facts, "articles": articles, "sections": ingest.blocks, "codebooks": books.version,
-            "train_tokens": books.train["tokens"], "rows": rows, "seconds": time.perf_counter() - t0}
+            "train_tokens": books.train["tokens"], "rows": rows, "held_out_sections": held_ingest.blocks,
+            "held_out_rows": held_rows, "seconds": time.perf_counter() - t0}
     write_results("archive_recall", data, table, "grm bench archive_recall --threads 2", quick)
     print("\n".join(table))
     shutil.rmtree(work, ignore_errors=True)

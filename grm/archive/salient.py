@@ -14,6 +14,10 @@ Rules (RULES):
           at the span's first token, at every token whose text does not begin with a letter or
           digit, and after every token whose text does not end with one; the tokens that
           continue it inherit its capital)
+and, with `context` N, the N tokens either side of each of those: the words around a number are
+what a question about it matches (bench/results/archive_recall.md: digits alone 13/40, digits
+with 4 tokens of context 30/40, the exact K/V's score; on a second, held-out fact set 17/40 and
+36/40 against 37/40 exact).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ RULES = ("none", "digits", "names")
 STORAGES = ("int8", "float16")  # how their K/V rows are stored (grm/archive/archived.py)
 
 
-def salient_mask(pieces: Sequence[str], rule: str) -> list[bool]:
-    """One flag per token text in `pieces` (a span's tokens decoded one by one): keep it exact?"""
+def salient_mask(pieces: Sequence[str], rule: str, context: int = 0) -> list[bool]:
+    """One flag per token text in `pieces` (a span's tokens decoded one by one): keep its row?"""
     if rule not in RULES:
         raise ValueError(f"unknown keep-salient rule {rule!r}: one of {', '.join(RULES)}")
+    if context < 0:
+        raise ValueError(f"salient context must be >= 0 tokens, got {context}")
     if rule == "none":
         return [False] * len(pieces)
     keep, capital, before = [], False, ""
@@ -36,4 +42,8 @@ def salient_mask(pieces: Sequence[str], rule: str) -> list[bool]:
             capital = next((c for c in piece if c.isalnum()), "").isupper()
         keep.append(any(c.isdigit() for c in piece) or (rule == "names" and capital))
         before = piece
+    if context:
+        for i in [i for i, k in enumerate(keep) if k]:
+            for j in range(max(0, i - context), min(len(keep), i + context + 1)):
+                keep[j] = True
     return keep

@@ -209,6 +209,9 @@ def test_demote_policy_keys_and_skips(env):
     assert tier.demote(TENANT, books, keys=[rec.key]).demoted == [rec.key]
     again = tier.demote(TENANT, books, keys=[rec.key])
     assert again.demoted == [] and "already archived" in again.skipped[rec.key]
+    # Without a salient rule its context and storage mean nothing: still the same archive.
+    same = tier.demote(TENANT, books, keys=[rec.key], config=ArchiveConfig(salient_context=9, salient_storage="float16"))
+    assert same.demoted == [] and "already archived" in same.skipped[rec.key]
     tokens = int(rec.meta["tokens"])
     short = tier.demote(TENANT, books, keys=[_blocks(rt)[7].key], config=ArchiveConfig(recent=tokens + 1000))
     assert short.demoted == [] and "exact window" in next(iter(short.skipped.values()))
@@ -318,6 +321,13 @@ def test_salient_rules_pick_numbers_and_capitalized_words():
         salient_mask(pieces, "all")
     with pytest.raises(UserInputError, match="keep-salient"):
         ArchiveConfig(keep_salient="all")
+    # With context N the N tokens either side of each salient one are kept too, within the span.
+    near = salient_mask(pieces, "digits", context=2)
+    assert [i for i, k in enumerate(near) if k] == [1, 2, 3, 4, 5, 6]
+    assert salient_mask(pieces, "digits", context=100) == [True] * len(pieces)
+    assert salient_mask(pieces, "none", context=3) == [False] * len(pieces)
+    with pytest.raises(UserInputError, match="context"):
+        ArchiveConfig(keep_salient="digits", salient_context=-1)
 
 
 def test_salient_tokens_come_back_from_their_rows_and_the_rest_is_the_plain_archive(env):
@@ -333,7 +343,7 @@ def test_salient_tokens_come_back_from_their_rows_and_the_rest_is_the_plain_arch
     tier.archive(rec, books)  # (or "already archived" by an earlier test)
     plain = rt.store.get(TENANT, KIND, rec.key)
     home_plain = tier.load(TENANT, rec.key)
-    pinned = tier.archive(rec, books, ArchiveConfig(keep_salient="names", salient_storage="float16"))
+    pinned = tier.archive(rec, books, ArchiveConfig(keep_salient="names", salient_context=0, salient_storage="float16"))
     assert not isinstance(pinned, str) and pinned.meta["pinned"] == len(want) and pinned.meta["keep_salient"] == "names"
     layers, heads, _, dim = exact.keys.shape
     assert pinned.meta["pinned_bytes"] == len(want) * (8 + 2 * layers * heads * dim * 2)  # positions + fp16 K/V
@@ -352,7 +362,7 @@ def test_salient_tokens_come_back_from_their_rows_and_the_rest_is_the_plain_arch
     assert torch.equal(moved.kv.keys[:, :, want], again.keys)  # one rotation by the delta, like the tail
     assert torch.equal(moved.kv.values[:, :, want], rounded.values)
     # int8 rows (the default): half the row bytes, within half a step of the exact values.
-    small = tier.archive(rec, books, ArchiveConfig(keep_salient="names"))
+    small = tier.archive(rec, books, ArchiveConfig(keep_salient="names", salient_context=0))
     assert small.meta["salient_storage"] == "int8" and small.meta["pinned"] == len(want)
     assert small.meta["pinned_bytes"] == len(want) * (8 + 2 * layers * heads * (dim + 2))  # int8 + fp16 scale
     got = tier.load(TENANT, rec.key).kv

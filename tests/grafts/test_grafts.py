@@ -281,7 +281,7 @@ def test_a_demoted_evidence_graft_keeps_its_row_and_mounts_lossy(make_runtime):
     save_codebooks(rt.store, books)
     report = rt.archive.demote(rt.config.tenant, books, keys=[g.id], kinds=("graft",),
                                config=ArchiveConfig(recent=32, drop_exact=True, keep_salient="names",
-                                                    salient_storage="float16"))
+                                                    salient_context=0, salient_storage="float16"))
     assert report.demoted == [g.id] and report.dropped_exact == 1
     pinned = rt.archive.pinned_positions(list(g.ids)[:-32], "names")  # "Chat", "Quintar" ...
     assert rt.store.get(rt.config.tenant, "archive", g.id).meta["pinned"] == len(pinned) > 0
