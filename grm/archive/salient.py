@@ -4,8 +4,9 @@ K/V rows (int8 with a scale per row, or float16): the salient ones, by a rule on
 Why: quantized keys lose verbatim recall. bench/results/archive_recall.md asks 40 invented facts
 of sections archived K x4 / V x3 and gets 0 right, against 30 from the exact K/V; the answers
 stay fluent but lose the number. Keeping the few tokens that carry numbers and names as rows of
-their own brings part of it back at a fraction of the fp16 bytes; that file measures each rule and
-storage through the tier (`grm archive demote --keep-salient RULE [--salient-storage FORM]`).
+their own, with the words around them, brings it back at a fraction of the fp16 bytes; that file
+measures each rule, context and storage through the tier (`grm archive demote --keep-salient RULE
+[--salient-context N] [--salient-storage FORM]`).
 
 Rules (RULES):
   none    no token
