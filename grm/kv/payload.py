@@ -1,11 +1,19 @@
 """The payload: K/V of a span of tokens, per layer, in the model's compute dtype.
 
-Serialized layout (safetensors; `PAYLOAD_FORMAT_VERSION` in grm.models.identity):
-  tensors  "keys"   [layers, kv_heads, tokens, head_dim]   (as cached: after rotary)
-           "values" [layers, kv_heads, tokens, head_dim]
-  metadata str -> str: "grm_format", plus whatever the caller binds into the record
-           (identity, tenant, fingerprint, text, token ids, seats). The store hashes these bytes
-           as a whole, so metadata is covered by the same SHA-256 as the tensors.
+Serialized layout (safetensors, format version `PAYLOAD_FORMAT_VERSION`):
+  u64 LE   header length N (a multiple of 8: the header is space-padded so data is 8-aligned)
+  N bytes  canonical JSON header (sorted keys, no spaces):
+           "__metadata__": str -> str: "grm_format" (the version), plus whatever the caller binds
+                           into the record (identity, tenant, fingerprint, text, token ids, seats)
+           "keys":   {"dtype": "F32", "shape": [layers, kv_heads, tokens, head_dim],
+                      "data_offsets": [0, S]}                (as cached: after rotary)
+           "values": {"dtype": "F32", "shape": (the same), "data_offsets": [S, 2S]}
+  2S bytes keys then values, little-endian fp32, S = 4 * layers * kv_heads * tokens * head_dim
+The store hashes these bytes as a whole, so metadata is covered by the same SHA-256 as the
+tensors. `parse_header` is the one reader of the header: `KV.from_bytes` and the exact plane's
+scatter reads (which read the header first and the tensors straight into place) both call it.
+The version is part of every model identity (defined beside it in grm.models.identity, which
+may not import this plane): bumping it turns every old record into a miss.
 """
 
 from __future__ import annotations
@@ -19,6 +27,54 @@ from dataclasses import dataclass
 import torch
 
 from grm.models.identity import PAYLOAD_FORMAT_VERSION
+
+FORMAT_KEY = "grm_format"  # the metadata field holding the format version
+TENSORS = ("keys", "values")  # in file order
+
+
+@dataclass(frozen=True)
+class PayloadHeader:
+    """A parsed, checked payload header: both tensors are F32 of `shape`, keys at [0, S) and
+    values at [S, 2S) of the data that follows the header."""
+
+    meta: dict[str, str]  # the bound metadata, "grm_format" included
+    shape: tuple[int, int, int, int]  # [layers, kv_heads, tokens, head_dim]
+
+    @property
+    def tensor_bytes(self) -> int:
+        """S: the bytes of one tensor (keys or values)."""
+        return 4 * math.prod(self.shape)
+
+
+def parse_header(header: bytes) -> PayloadHeader:
+    """Parse the JSON header of a payload (the N bytes after the length); ValueError if it is not
+    a header of this format version laid out as `KV.to_bytes` writes it."""
+    try:
+        h = json.loads(header)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"payload header is not JSON: {e}") from None
+    if not isinstance(h, dict):
+        raise ValueError("payload header is not a JSON object")
+    meta = h.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or meta.get(FORMAT_KEY) != str(PAYLOAD_FORMAT_VERSION):
+        got = meta.get(FORMAT_KEY) if isinstance(meta, dict) else None
+        raise ValueError(f"payload format {got!r} is not {PAYLOAD_FORMAT_VERSION}")
+    if set(h) != set(TENSORS):
+        raise ValueError(f"payload has tensors {sorted(h)}")
+    infos = [h[name] for name in TENSORS]
+    if not all(isinstance(i, dict) for i in infos):
+        raise ValueError("payload tensor entries are not objects")
+    shape = infos[0].get("shape")
+    if (not isinstance(shape, list) or len(shape) != 4
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)):
+        raise ValueError(f"payload tensor shape {shape!r} is not 4-D")
+    parsed = PayloadHeader(meta, (shape[0], shape[1], shape[2], shape[3]))
+    size = parsed.tensor_bytes
+    for k, (name, info) in enumerate(zip(TENSORS, infos)):
+        if (info.get("dtype") != "F32" or info.get("shape") != shape
+                or info.get("data_offsets") != [k * size, (k + 1) * size]):
+            raise ValueError(f"payload tensor {name} is not laid out as F32 {shape} at its place")
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -51,7 +107,7 @@ class KV:
         """The safetensors bytes of this payload, the same bytes in every process: the header is
         canonical JSON (sorted keys), where safetensors' own writer orders metadata by a per-process
         hash seed, so content addressing would never deduplicate across processes."""
-        meta = {"grm_format": str(PAYLOAD_FORMAT_VERSION), **metadata}
+        meta = {FORMAT_KEY: str(PAYLOAD_FORMAT_VERSION), **metadata}
         if self.keys.dtype != torch.float32 or self.values.dtype != torch.float32:
             raise ValueError(f"payloads are fp32; got {self.keys.dtype} / {self.values.dtype}")
         k = self.keys.contiguous().numpy().astype("<f4", copy=False).tobytes()
@@ -66,29 +122,21 @@ class KV:
     @staticmethod
     def from_bytes(data: bytes) -> tuple["KV", dict[str, str]]:
         """Parse verified payload bytes without copying the tensors (they are views of `data`);
-        ValueError if the bytes are not a payload of this format. The layout is safetensors
-        (written by safetensors above); reading it is an 8-byte length, a JSON header and raw
-        little-endian fp32, so the views are checked against the header here."""
+        ValueError if the bytes are not a payload of this format (`parse_header` decides)."""
         if len(data) < 8:
             raise ValueError("payload shorter than its header length")
         (header_len,) = struct.unpack_from("<Q", data, 0)
         if 8 + header_len > len(data):
             raise ValueError("payload header runs past the end")
-        header = json.loads(bytes(data[8 : 8 + header_len]))
-        meta = header.pop("__metadata__", None) or {}
-        if meta.get("grm_format") != str(PAYLOAD_FORMAT_VERSION):
-            raise ValueError(f"payload format {meta.get('grm_format')!r} is not {PAYLOAD_FORMAT_VERSION}")
-        if set(header) != {"keys", "values"}:
-            raise ValueError(f"payload has tensors {sorted(header)}")
-        base = 8 + header_len
-        tensors = {}
-        for name, info in header.items():
-            shape, (start, end) = info["shape"], info["data_offsets"]
-            count = math.prod(shape)
-            if info["dtype"] != "F32" or len(shape) != 4 or end - start != 4 * count or base + end > len(data):
-                raise ValueError(f"payload tensor {name} is not a 4-D F32 tensor inside the payload")
+        header = parse_header(bytes(data[8 : 8 + header_len]))
+        base, size = 8 + header_len, header.tensor_bytes
+        if base + 2 * size != len(data):
+            raise ValueError(f"payload holds {len(data) - base} tensor bytes, its header says {2 * size}")
+        count = size // 4
+        tensors = []
+        for k in range(len(TENSORS)):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a read-only buffer: GRM never writes K/V in place
-                flat = torch.frombuffer(data, dtype=torch.float32, count=count, offset=base + start)
-            tensors[name] = flat.view(shape)
-        return KV(tensors["keys"], tensors["values"]), meta
+                flat = torch.frombuffer(data, dtype=torch.float32, count=count, offset=base + k * size)
+            tensors.append(flat.view(header.shape))
+        return KV(tensors[0], tensors[1]), header.meta
