@@ -121,7 +121,7 @@ class StoreReads:
         with self._lock:
             segs = [n for n in self._fs.listdir(self._layout.log_dir) if parse_segment_name(n) is not None]
             log_bytes = sum(self._fs.size(os.path.join(self._layout.log_dir, n)) for n in segs)
-        return {"root": self._layout.root, "durability": self._mode,
+        return {"backend": "local", "root": self._layout.root, "durability": self._mode,
                 "durability_promise": DURABILITY_PROMISES[self._mode],
                 "encrypted": self._codec.encrypted, "compressed": self._codec.compress,
                 "records": len(self._state), "tenants": tenants, "log_bytes": log_bytes,
