@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from grm.errors import UserInputError
 from grm.policy.fact import LIFETIMES, Scope
-from grm.store.record import NAME_RE
+from grm.store.tenant import check_tenant
 
 
 def _positive(name: str, v: object, *, integer: bool = False) -> None:
@@ -32,8 +32,7 @@ class PolicyConfig:
     digest_max_chars: int = 1500  # the extractive digest's budget (facts first, then sentences)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tenant, str) or not NAME_RE.match(self.tenant):
-            raise UserInputError(f"bad tenant name {self.tenant!r}: use 1-64 characters of A-Z a-z 0-9 _ . -")
+        check_tenant(self.tenant)
         Scope(self.project, self.session)  # validates the names
         for name in ("command_lifetime", "extracted_lifetime"):
             if getattr(self, name) not in LIFETIMES:

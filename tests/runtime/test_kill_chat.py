@@ -74,7 +74,7 @@ KILLS = {"normal": 40, "full": 12}  # kills that landed (the child did not finis
 # candidates before it drops superseded facts' grafts (grm/route/lexical.py), so with more than
 # ~50 superseded locker facts the live one would never be routed.
 ROUNDS = {"normal": 40, "full": 12}
-PRELOAD = ["grm.cli", "grm.runtime.chat_cli", "grm.runtime.runtime", "grm.models.tiny",
+PRELOAD = ["grm.cli", "grm.cli.chat", "grm.runtime.runtime", "grm.models.tiny",
            "transformers.models.llama.modeling_llama", "tests.runtime.test_kill_chat"]
 
 

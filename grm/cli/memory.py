@@ -1,4 +1,4 @@
-"""`grm memory LINE...`: one memory command per call, no model loaded (grm/cli.py dispatches here).
+"""`grm memory LINE...`: one memory command per call, no model loaded.
 
     grm memory "remember permanently: my locker code is 1234"
     grm memory forget: locker code          (the words are joined with spaces: quoting is optional)
@@ -9,7 +9,8 @@ Exit status: 0 the command did what it said; 1 it ran but changed nothing it was
 match, several matches, refused, not available); 2 not a memory command or malformed (one line on
 stderr, like every user error). `--json` prints one object: the CommandResult's fields, or for
 list/reviews/folds {"facts"|"reviews"|"nodes": [...]}. A store is created by the first command
-that writes; reading commands on a missing store fail with exit 2.
+that writes; reading commands on a missing store fail with exit 2. Words that are not UTF-8 text
+are a user error (exit 2).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+from grm.cli.common import check_text, open_store
 from grm.errors import UserInputError
-from grm.policy.config import PolicyConfig
-from grm.policy.grammar import Malformed, SetDurability, Show, Why, parse
-from grm.policy.memory import PolicyMemory
+
+if TYPE_CHECKING:
+    from grm.policy.memory import PolicyMemory
 
 LISTINGS = ("list", "reviews", "folds")
 
@@ -40,21 +41,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("line", nargs="+", metavar="WORD", help="the command line (its words are joined with spaces)")
     p.add_argument("--project", default=None, metavar="NAME", help="the current project (for project facts)")
     p.add_argument("--session", default=None, metavar="NAME", help="the current session (for session facts)")
-
-
-def _open(args: argparse.Namespace, open_store: Callable, master_key: Callable, *, create: bool):
-    if not create:
-        return open_store(args)
-    from grm.store import Store, StoreConfig
-
-    if args.store:
-        root = Path(args.store).expanduser()
-    else:
-        from grm.runtime.config import default_store_dir
-
-        root = default_store_dir()
-    return Store.open(StoreConfig(root=root, durability=args.durability, master_key=master_key(args),
-                                  compress=args.compress))
+    p.set_defaults(handler=run)
 
 
 def _listing(mem: PolicyMemory, what: str, now: float) -> dict:
@@ -82,13 +69,16 @@ def _lines(obj: dict) -> list[str]:
             + [f"{a['id']}: aborted at coverage {a['coverage']:.2f}" for a in obj["aborts"]]) or ["(none)"]
 
 
-def run(args: argparse.Namespace, open_store: Callable, master_key: Callable) -> int:
-    """Run `grm memory WORD...`; grm/cli.py passes its store opener and key loader."""
-    text = " ".join(args.line).strip()
+def run(args: argparse.Namespace) -> int:
+    from grm.policy.config import PolicyConfig
+    from grm.policy.grammar import Malformed, SetDurability, Show, Why, parse
+    from grm.policy.memory import PolicyMemory
+
+    text = check_text(" ".join(args.line).strip(), "the memory command")
     config = PolicyConfig(tenant=args.tenant, project=args.project, session=args.session)
     now = time.time()
     if text.casefold() in LISTINGS:
-        with _open(args, open_store, master_key, create=False) as store:
+        with open_store(args) as store:
             obj = _listing(PolicyMemory(store, config), text.casefold(), now)
         print(json.dumps(obj, ensure_ascii=False) if args.json else "\n".join(_lines(obj)))
         return 0
@@ -97,7 +87,7 @@ def run(args: argparse.Namespace, open_store: Callable, master_key: Callable) ->
         raise UserInputError(f"not a memory command: {text[:60]!r}; try `grm memory --help`")
     if isinstance(cmd, Malformed):
         raise UserInputError(f"{cmd.reason}; {cmd.usage}")
-    with _open(args, open_store, master_key, create=not isinstance(cmd, (Show, Why))) as store:
+    with open_store(args, create=not isinstance(cmd, (Show, Why))) as store:
         res = PolicyMemory(store, config).execute(cmd, evidence_id=f"cli-{int(now * 1000)}", now=now)
     print(json.dumps(res.to_json(), ensure_ascii=False) if args.json else res.text)
     if isinstance(cmd, SetDurability):

@@ -1,4 +1,5 @@
-"""`grm archive stats|train|demote`: the archive tier's subcommands (grm/cli.py dispatches here).
+"""`grm archive stats|train|demote`: the archive tier's subcommands. Common flags go before or after
+the action.
 
 stats   what the tier holds, from the catalog only (no model is loaded)
 train   train codebooks for the current model on PATH... (or the tenant's stored documents) and
@@ -9,36 +10,40 @@ demote  archive stored blocks or grafts (KEY... or --all) with the newest codebo
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 
-from grm.archive.salient import RULES, STORAGES
+from grm.cli.common import Choices, common_parser, emit, open_runtime, open_store, show_progress
 from grm.errors import UserInputError
+
+RULES = Choices("grm.archive.salient", "RULES")
+SALIENT_STORAGES = Choices("grm.archive.salient", "STORAGES")
+CODEBOOK_STORAGES = Choices("grm.archive.rvq", "STORAGES")
+CODECS = Choices("grm.archive.archived", "CODECS")
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("archive", help="archive tier: stats, train codebooks, demote blocks",
+    nested = common_parser(nested=True)
+    p = sub.add_parser("archive", parents=[common], help="archive tier: stats, train codebooks, demote blocks",
                        description="The archive tier: cold K/V as RVQ index streams with an exact window "
                        "(mounting from it is lossy, never an exact hit).")
     asub = p.add_subparsers(dest="archive_command", metavar="ACTION")
     asub.required = True
-    asub.add_parser("stats", parents=[common], help="archived records, tokens, bytes, ratios, codebooks",
+    asub.add_parser("stats", parents=[nested], help="archived records, tokens, bytes, ratios, codebooks",
                     description="What the archive tier holds (catalog only). Ratios are against fp16 K/V of "
                     "the same tokens; all-in adds the codebooks the records use, once.")
-    t = asub.add_parser("train", parents=[common], help="train codebooks for the model and store them",
+    t = asub.add_parser("train", parents=[nested], help="train codebooks for the model and store them",
                         description="Train per-head RVQ codebooks on PATH... (files or folders), or on the "
                         "tenant's stored documents, for the current model; save them in the store.")
-    t.add_argument("paths", nargs="*", metavar="PATH")
+    t.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to train on (default: stored documents)")
     t.add_argument("--k", type=int, default=None, help="centroids per stage (default 256, smaller for short text)")
     t.add_argument("--key-stages", type=int, default=4, help="stages for keys (default 4)")
     t.add_argument("--value-stages", type=int, default=3, help="stages for values (default 3)")
     t.add_argument("--iters", type=int, default=15, help="Lloyd rounds per k-means (default 15)")
     t.add_argument("--max-train", type=int, default=60000, help="vectors per codebook (default 60000)")
-    t.add_argument("--storage", default="int8", metavar="FORM",
-                   help="codebook storage: int8 (default: a float16 scale per centroid, half the bytes of float16), "
-                   "float16, bfloat16 or float32")
-    t.add_argument("--seed", type=int, default=0)
-    d = asub.add_parser("demote", parents=[common], help="archive stored blocks or grafts (KEY... or --all)",
+    t.add_argument("--storage", default="int8", choices=CODEBOOK_STORAGES, metavar="FORM",
+                   help="codebook storage: %(choices)s (default int8: a float16 scale per centroid, half the bytes "
+                   "of float16)")
+    t.add_argument("--seed", type=int, default=0, help="random seed of k-means (default 0)")
+    d = asub.add_parser("demote", parents=[nested], help="archive stored blocks or grafts (KEY... or --all)",
                         description="Archive stored blocks (or, with --kind graft, grafts that hold their own K/V: "
                         "chat evidence, facts, slices) of the tenant with the newest codebooks of the current "
                         "model (or --codebook VERSION). With --recent N the last N tokens of each stay exact; with "
@@ -64,30 +69,30 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     d.add_argument("--salient-context", type=int, default=4, metavar="N",
                    help="with --keep-salient: also keep the N tokens either side of each salient token (default 4: "
                    "digits alone recalled 13/40 facts, digits with 4 tokens of context 30/40, as many as the exact K/V)")
-    d.add_argument("--salient-storage", default="int8", choices=STORAGES, metavar="FORM",
+    d.add_argument("--salient-storage", default="int8", choices=SALIENT_STORAGES, metavar="FORM",
                    help="how salient tokens' rows are stored: int8 (default: a float16 scale per row, about half "
                    "the bytes of float16; digits recalled 13/40 facts int8, 14/40 float16) or float16")
     d.add_argument("--key-stages", type=int, default=None, help="key stages to use (default: all trained)")
     d.add_argument("--value-stages", type=int, default=None, help="value stages to use (default: all trained)")
     d.add_argument("--codebook", metavar="VERSION", help="codebook version (default: the newest of this model)")
-    d.add_argument("--codec", default="chaos", choices=["chaos", "bitpack"], help="index stream codec")
+    d.add_argument("--codec", default="chaos", choices=CODECS, metavar="CODEC",
+                   help="index stream codec: %(choices)s (default chaos)")
+    p.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace, open_runtime: Callable, open_store: Callable,
-        emit: Callable[[dict, bool], None]) -> int:
-    """Run `grm archive ACTION`; grm/cli.py passes its runtime/store openers and printer."""
+def run(args: argparse.Namespace) -> int:
     if args.archive_command == "stats":
         from grm.archive.tier import tier_stats
 
-        with open_store(args) as store:
+        with open_store(args, read_only=True) as store:
             emit(tier_stats(store, args.tenant), args.json)
         return 0
     if args.archive_command == "train":
-        return _train(args, open_runtime, emit)
-    return _demote(args, open_runtime, emit)
+        return _train(args)
+    return _demote(args)
 
 
-def _train(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dict, bool], None]) -> int:
+def _train(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from grm.archive.codebook_store import save_codebooks
@@ -103,7 +108,7 @@ def _train(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dic
             text = rt.stored_text()
         if not text.strip():
             raise UserInputError("no text to train on: give PATH... or ingest documents into this tenant first")
-        with tqdm(desc="harvest", unit="window", disable=not _show_progress(args), leave=False) as bar:
+        with tqdm(desc="harvest", unit="window", disable=not show_progress(args), leave=False) as bar:
             def progress(done: int, total: int) -> None:
                 bar.total = total
                 bar.update(done - bar.n)
@@ -134,12 +139,7 @@ def _resolve(store, tenant: str, keys: list[str], kind: str = "block") -> list[s
     return out
 
 
-def _show_progress(args: argparse.Namespace) -> bool:
-    """Progress bars go to stderr: shown unless --json is asked and stderr is not a terminal."""
-    return not args.json or sys.stderr.isatty()
-
-
-def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[dict, bool], None]) -> int:
+def _demote(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from grm.archive.codebook_store import codebook_versions
@@ -152,7 +152,7 @@ def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[di
     cfg = ArchiveConfig(recent=args.recent, key_stages=args.key_stages, value_stages=args.value_stages,
                         codec=args.codec, drop_exact=args.drop_exact, keep_salient=args.keep_salient,
                         salient_context=args.salient_context, salient_storage=args.salient_storage)
-    with open_runtime(args) as rt:
+    with open_runtime(args, create=False) as rt:
         identity = rt.lm.identity
         versions = codebook_versions(rt.store, identity)
         if not versions:
@@ -165,7 +165,7 @@ def _demote(args: argparse.Namespace, open_runtime: Callable, emit: Callable[[di
         if books is None:
             raise UserInputError(f"codebooks {version} of model {rt.lm.name} are damaged: train them again")
         keys = None if args.all else _resolve(rt.store, rt.config.tenant, args.keys, args.kind)
-        with tqdm(desc="demote", unit=args.kind, disable=not _show_progress(args), leave=False) as bar:
+        with tqdm(desc="demote", unit=args.kind, disable=not show_progress(args), leave=False) as bar:
             def progress(done: int, total: int) -> None:
                 bar.total = total
                 bar.update(done - bar.n)

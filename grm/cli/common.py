@@ -1,0 +1,228 @@
+"""What every subcommand shares: the common flags, the one store opener, the one runtime opener,
+and printing.
+
+Nothing here imports torch at module level: building the parser (`grm --help`) stays fast. Choices
+come from the planes' constants through `Choices`, which imports the constant only when argparse
+checks a value or prints a subcommand's help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grm.errors import UserInputError
+
+if TYPE_CHECKING:
+    from grm.runtime import Runtime
+    from grm.runtime.config import RuntimeConfig
+    from grm.store import Store, StoreConfig
+
+# Flags every subcommand (and every action of a nested one) accepts. `dest` -> default.
+COMMON_DEFAULTS = {"store": None, "tenant": "default", "model": None, "threads": None, "json": False,
+                   "durability": "normal", "key_file": None, "compress": False, "verbose": False,
+                   "device": "auto", "dtype": "auto"}
+
+
+class Choices:
+    """A plane's tuple of allowed values, imported on first use (`Choices("grm.route", "CHANNELS")`).
+
+    argparse only iterates or tests membership when it checks a given value or formats help, so
+    a parser built with these imports nothing heavy. Give such an argument a `metavar`: argparse
+    would otherwise iterate the choices when the argument is added."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def _values(self) -> tuple[str, ...]:
+        return tuple(getattr(importlib.import_module(self.module), self.name))
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._values()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def byte_count(text: str) -> int:
+    """argparse type: '64M', '512k', '1G' or a plain byte count."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("b")
+    try:
+        value = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (e.g. 65536, 512k, 64M)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 bytes, got {text!r}")
+    return value
+
+
+MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(default)s)"
+
+
+def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
+    """The common flags as an argparse parent. `nested=True` gives the copy for the actions of a
+    nested subcommand (`grm grafts list`): its flags default to nothing, so a flag given before the
+    action (`grm grafts --store D list`) is not overwritten by the action's default."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("common options")
+    d = {k: argparse.SUPPRESS for k in COMMON_DEFAULTS} if nested else COMMON_DEFAULTS
+    g.add_argument("--store", metavar="DIR", default=d["store"],
+                   help="store directory (default $GRM_HOME, else ~/.grm)")
+    g.add_argument("--tenant", metavar="NAME", default=d["tenant"],
+                   help="owner of the memory: 1-64 letters, digits, '_', '.', '-', not starting with '_' "
+                   "(default: default)")
+    g.add_argument("--model", metavar="NAME|PATH", default=d["model"],
+                   help="model name or HF folder (default smollm2-135m)")
+    g.add_argument("--threads", type=positive_int, metavar="N", default=d["threads"],
+                   help="torch threads (default: all cores; more than the cores here is clamped)")
+    g.add_argument("--json", action="store_true", default=d["json"], help="print only JSON on stdout")
+    g.add_argument("--durability", choices=Choices("grm.store.config", "DURABILITY_MODES"), metavar="MODE",
+                   default=d["durability"], help="store durability mode: %(choices)s (default normal)")
+    g.add_argument("--key-file", metavar="PATH", default=d["key_file"],
+                   help="master key (32 raw bytes or 64 hex chars) for encryption at rest; or set GRM_MASTER_KEY")
+    g.add_argument("--compress", action="store_true", default=d["compress"],
+                   help="zstandard-compress payload files")
+    g.add_argument("--device", metavar="auto|cpu|cuda[:N]", default=d["device"],
+                   help="where the model runs (default auto: cuda if present, else cpu)")
+    g.add_argument("--dtype", metavar="auto|float32|bfloat16|float16", default=d["dtype"],
+                   help="model weights' dtype (default auto: float32 on cpu)")
+    g.add_argument("-v", "--verbose", action="store_true", default=d["verbose"], help="more log lines on stderr")
+    return p
+
+
+# ---------------------------------------------------------------------------------------- openers
+
+
+def master_key(args: argparse.Namespace) -> bytes | None:
+    from grm.store import load_master_key
+
+    return load_master_key(args.key_file, os.environ.get("GRM_MASTER_KEY"))
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads(args: argparse.Namespace) -> int | None:
+    """--threads, clamped to the cores here with a warning (torch crashes on absurd counts)."""
+    n = args.threads
+    if n is not None and n > cores():
+        print(f"grm: warning: --threads {n} is more than the {cores()} cores here; using {cores()}",
+              file=sys.stderr)
+        return cores()
+    return n
+
+
+def store_root(args: argparse.Namespace) -> Path:
+    if args.store:
+        return Path(args.store).expanduser()
+    from grm.runtime.config import default_store_dir
+
+    return default_store_dir()
+
+
+def require_store(root: Path) -> None:
+    """Reading commands never create a store: exit 2 with a line if `root` holds none."""
+    from grm.store.layout import MARKER_NAME
+
+    if not (root / MARKER_NAME).exists():
+        raise UserInputError(f"no GRM store at {root} (run `grm ingest` or give --store DIR)")
+
+
+def store_config(args: argparse.Namespace, *, read_only: bool = False) -> StoreConfig:
+    from grm.store import StoreConfig
+    from grm.store.tenant import check_tenant
+
+    check_tenant(args.tenant)
+    extra = {"read_only": True} if read_only and "read_only" in StoreConfig.__dataclass_fields__ else {}
+    return StoreConfig(root=store_root(args), durability=args.durability, master_key=master_key(args),
+                       compress=args.compress, **extra)
+
+
+def open_store(args: argparse.Namespace, *, create: bool = False, read_only: bool = False) -> Store:
+    """The one store opener. Without `create` a missing store is a user error (exit 2)."""
+    from grm.store import Store
+
+    config = store_config(args, read_only=read_only and not create)
+    if not create:
+        require_store(config.root)
+    return Store.open(config)
+
+
+def runtime_config(args: argparse.Namespace, **fields: object) -> RuntimeConfig:
+    """A RuntimeConfig from the common flags plus a subcommand's `fields`."""
+    from grm.runtime.config import RuntimeConfig
+
+    opts: dict[str, object] = dict(tenant=args.tenant, threads=threads(args), durability=args.durability,
+                                   master_key=master_key(args), compress=args.compress)
+    for name in ("device", "dtype"):
+        value = getattr(args, name)
+        if name in RuntimeConfig.__dataclass_fields__:
+            opts[name] = value
+        elif value != "auto":
+            raise UserInputError(f"--{name} {value} is not supported by this build (only auto)")
+    return RuntimeConfig.from_options(store=args.store, model=args.model, **opts, **fields)
+
+
+def open_runtime(args: argparse.Namespace, *, create: bool = True, **fields: object) -> Runtime:
+    """The one runtime opener: RuntimeConfig -> Runtime.open. Without `create` a missing store is
+    a user error (exit 2) and nothing is created."""
+    config = runtime_config(args, **fields)
+    if not create:
+        require_store(config.store)
+    from grm.runtime import Runtime
+
+    return Runtime.open(config)
+
+
+# --------------------------------------------------------------------------------------- printing
+
+
+def emit(obj: dict, as_json: bool) -> None:
+    """One JSON object, or `key: value` lines."""
+    if as_json:
+        print(json.dumps(obj, ensure_ascii=False))
+    else:
+        for key, value in obj.items():
+            print(f"{key}: {value}")
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars go to stderr: shown unless --json is asked and stderr is not a terminal."""
+    return not args.json or sys.stderr.isatty()
+
+
+def check_text(value: str, what: str) -> str:
+    """`value` (from argv or a line of input) as text; UserInputError if it holds bytes that are not
+    UTF-8 (Python carries them as lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start:exc.end].encode("utf-8", "surrogateescape")
+        raise UserInputError(f"{what} is not UTF-8 text (bytes {bad!r} at character {exc.start})") from None
+    return value

@@ -1,0 +1,96 @@
+"""`grm stats` (what is stored, for one tenant) and `grm fsck` (verify every record)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from grm.cli.common import emit, open_store
+
+# fsck report fields that are information, not damage: they never make the exit status 1.
+FSCK_INFO = ("records", "orphans", "repaired")
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("stats", parents=[common], help="what is stored",
+                       description="The store's settings and log, and the tenant's records per kind "
+                       "(other tenants are not shown). Never creates a store.")
+    p.set_defaults(handler=run_stats)
+    p = sub.add_parser("fsck", parents=[common], help="verify every record",
+                       description="Verify every record and print every field of the report. Exit 0: nothing "
+                       "damaged; 1: damage found (damaged or already-damaged records, records lost, a catalog "
+                       "that disagrees with the log unless --repair rebuilt it); 2: cannot run. Orphan payload "
+                       "files (from a crash) are reported, not damage.")
+    p.add_argument("--repair", action="store_true", help="repair what is provably safe to repair")
+    p.set_defaults(handler=run_fsck)
+
+
+def tenant_stats(stats: dict, tenant: str) -> dict:
+    """`Store.stats()` narrowed to one tenant: the store-wide settings and log figures, and only
+    `tenant`'s records (no other tenant's name or sizes)."""
+    kinds = stats.get("tenants", {}).get(tenant, {})
+    out = {k: v for k, v in stats.items() if k not in ("tenants", "records")}
+    return {"tenant": tenant, "records": sum(s["records"] for s in kinds.values()), **out, "kinds": kinds}
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def stats_table(st: dict) -> list[str]:
+    """The lines `grm stats` prints without --json."""
+    on = {True: "yes", False: "no"}
+    lines = [f"store       {st.get('root')}",
+             f"durability  {st.get('durability')}",
+             f"encrypted   {on.get(st.get('encrypted'), st.get('encrypted'))}    "
+             f"compressed {on.get(st.get('compressed'), st.get('compressed'))}"]
+    if "log_bytes" in st:
+        lines.append(f"log         {st.get('log_segments')} segment(s), {_size(st['log_bytes'])}, last LSN "
+                     f"{st.get('last_lsn')} (durable {st.get('durable_lsn')}, checkpoint {st.get('checkpoint_lsn')})")
+    if st.get("poisoned"):
+        lines.append("poisoned    yes: a durability failure happened; reopen the store")
+    lines.append(f"tenant      {st['tenant']}: {st['records']} record(s)")
+    kinds = st["kinds"]
+    if kinds:
+        cols = ("records", "active", "superseded", "damaged")
+        width = max(len("kind"), *(len(k) for k in kinds))
+        lines.append(f"  {'kind':<{width}}" + "".join(f"  {c:>10}" for c in cols) + f"  {'payload':>10}")
+        for kind in sorted(kinds):
+            s = kinds[kind]
+            lines.append(f"  {kind:<{width}}" + "".join(f"  {s.get(c, 0):>10}" for c in cols)
+                         + f"  {_size(s.get('payload_bytes', 0)):>10}")
+    return lines
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    with open_store(args, read_only=True) as store:
+        st = tenant_stats(store.stats(), args.tenant)
+    print(json.dumps(st, ensure_ascii=False) if args.json else "\n".join(stats_table(st)))
+    return 0
+
+
+def fsck_fields(report: object) -> dict:
+    """Every field of an fsck report (its own to_json when it has one)."""
+    if hasattr(report, "to_json"):
+        return report.to_json()
+    return dataclasses.asdict(report)  # type: ignore[call-overload]
+
+
+def fsck_status(fields: dict, repaired: bool) -> int:
+    """1 when the report shows damage: a non-empty list field other than FSCK_INFO (damaged,
+    already_damaged, lost, ...), or a catalog that disagrees and was not rebuilt; else 0."""
+    damage = any(isinstance(v, (list, tuple, dict)) and v for k, v in fields.items() if k not in FSCK_INFO)
+    return 1 if damage or (fields.get("catalog_ok") is False and not repaired) else 0
+
+
+def run_fsck(args: argparse.Namespace) -> int:
+    with open_store(args, read_only=not args.repair) as store:
+        report = store.fsck(repair=args.repair)
+    fields = fsck_fields(report)
+    emit(fields, args.json)
+    return fsck_status(fields, args.repair)
