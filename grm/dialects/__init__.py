@@ -10,6 +10,7 @@ from grm.dialects.selftest import SelfTestResult, self_test
 from grm.errors import DialectError
 
 _BUILDERS = {fam: mod.build for mod in (llama, gemma3, gpt2) for fam in mod.FAMILIES}
+DIALECT_FAMILIES = frozenset(_BUILDERS)  # transformers model_types GRM can serve
 
 
 def dialect_for(model: torch.nn.Module) -> Dialect:
@@ -33,6 +34,6 @@ def position_law(config: object) -> str:
 
 
 __all__ = [
-    "PROFILES", "REMOUNTABLE", "SAME_POSITION_ONLY", "SINGLE_PREFIX_ONLY",
+    "DIALECT_FAMILIES", "PROFILES", "REMOUNTABLE", "SAME_POSITION_ONLY", "SINGLE_PREFIX_ONLY",
     "Dialect", "DialectError", "SelfTestResult", "dialect_for", "position_law", "self_test",
 ]

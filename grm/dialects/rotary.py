@@ -18,7 +18,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 def rotate_keys(keys: torch.Tensor, inv_freq: torch.Tensor, delta: int) -> torch.Tensor:
     """keys [..., tokens, head_dim] rotated by `delta` positions; same dtype as keys."""
-    angles = float(delta) * inv_freq.to(torch.float64)  # [head_dim // 2]
+    angles = float(delta) * inv_freq.to(keys.device, torch.float64)  # [head_dim // 2]
     emb = torch.cat((angles, angles))  # [head_dim]
     cos, sin = emb.cos(), emb.sin()
     k64 = keys.to(torch.float64)
@@ -27,7 +27,7 @@ def rotate_keys(keys: torch.Tensor, inv_freq: torch.Tensor, delta: int) -> torch
 
 def rotate_keys_at(keys: torch.Tensor, inv_freq: torch.Tensor, deltas: torch.Tensor) -> torch.Tensor:
     """keys [..., tokens, head_dim], token t rotated by deltas[t] positions (float64 angles)."""
-    angles = deltas.to(torch.float64)[:, None] * inv_freq.to(torch.float64)[None, :]  # [tokens, head_dim // 2]
+    angles = deltas.to(keys.device, torch.float64)[:, None] * inv_freq.to(keys.device, torch.float64)[None, :]  # [tokens, head_dim // 2]
     emb = torch.cat((angles, angles), dim=-1)  # [tokens, head_dim]
     cos, sin = emb.cos(), emb.sin()
     k64 = keys.to(torch.float64)

@@ -9,9 +9,18 @@ nothing over budget stays resident after the turn. Paged-out payloads stay in th
 (RAM, up to `host_budget` bytes, least recently used dropped first) and come back from there on
 demand; a payload in neither plane is read from the store and verified again.
 
-On a CPU-only machine both planes are RAM: the device plane then holds the tensors exactly as
-the model consumes them and the host plane the verified payloads behind them; the accounting
-(bytes resident, page-ins, page-outs) is the same as with an accelerator.
+With an accelerator the device plane is VRAM (`device_budget`) and the host plane is pinned
+(page-locked) RAM with its own budget (`host_budget`): a payload read from the store is copied
+once into pinned buffers, so every later page-in is an asynchronous host->device copy. On a
+CPU-only machine both planes are RAM, nothing is pinned: the device plane then holds the tensors
+exactly as the model consumes them and the host plane the verified payloads behind them; the
+accounting is the same as with an accelerator.
+
+Counters say where each `get` was served from: `device_hits` (already on the device plane),
+`host_hits` (the host plane), `store_reads` (a verified read from the store; `host_page_ins`
+counts the same reads under its older name), `misses`; plus page-ins to and page-outs from the
+device plane, host drops, and the bytes each plane handed over (`host_bytes_in`,
+`store_bytes_in`).
 """
 
 from __future__ import annotations
@@ -24,14 +33,15 @@ from typing import Callable
 import torch
 
 from grm.kv import KV
+from grm.kv.device import pinned
 
 log = logging.getLogger("grm.grafts")
 
 
 @dataclass(frozen=True)
 class PagingConfig:
-    device_budget: int = 64 << 20  # bytes of graft K/V resident on the device plane between turns
-    host_budget: int = 512 << 20  # bytes kept in the host plane (RAM) behind it
+    device_budget: int = 64 << 20  # bytes of graft K/V resident on the device plane between turns (VRAM)
+    host_budget: int = 512 << 20  # bytes kept in the host plane behind it (pinned RAM with an accelerator)
 
     def __post_init__(self) -> None:
         if self.device_budget < 0 or self.host_budget < 0:
@@ -44,7 +54,8 @@ class Residency:
         self._device: OrderedDict[str, KV] = OrderedDict()  # least recently mounted first
         self._host: OrderedDict[str, KV] = OrderedDict()
         self.counters = {"device_page_ins": 0, "device_page_outs": 0, "host_page_ins": 0, "host_drops": 0,
-                         "device_hits": 0, "misses": 0}
+                         "device_hits": 0, "host_hits": 0, "store_reads": 0, "misses": 0,
+                         "host_bytes_in": 0, "store_bytes_in": 0}
         self.peak_device_bytes = 0
         self._turn_peak = 0
         self._said_over_budget = False
@@ -75,11 +86,20 @@ class Residency:
                 self.counters["misses"] += 1
                 return None
             self.counters["host_page_ins"] += 1
+            self.counters["store_reads"] += 1
+            self.counters["store_bytes_in"] += kv.nbytes
+            if self.device.type == "cuda":
+                kv = pinned(kv)  # once, here: every later page-in from the host plane is asynchronous
             self._host[graft_id] = kv
             self._fit_host()
         else:
             self._host.move_to_end(graft_id)
-        device_kv = KV(kv.keys.to(self.device), kv.values.to(self.device))
+            self.counters["host_hits"] += 1
+            self.counters["host_bytes_in"] += kv.nbytes
+        # From pinned memory the copy is queued on the current stream, ahead of the model's work.
+        asynchronous = self.device.type == "cuda"
+        device_kv = KV(kv.keys.to(self.device, non_blocking=asynchronous),
+                       kv.values.to(self.device, non_blocking=asynchronous))
         self._device[graft_id] = device_kv
         self.counters["device_page_ins"] += 1
         now = self.device_bytes

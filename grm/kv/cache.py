@@ -1,6 +1,7 @@
 """Glue between payloads and transformers caches (`cache.layers[i].keys/values`).
 
-All caches GRM builds are plain `DynamicCache()`s of full layers, one batch row: sliding-window
+All caches GRM builds are `DeviceCache`s (plain `DynamicCache`s of full layers, one batch row,
+that can move host K/V to an accelerator layer by layer: grm/kv/device.py): sliding-window
 layers keep every token too, and the model's own mask hides what lies outside the window. That
 keeps a span's K/V the same object whatever layer type it came from.
 """
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import DynamicCache
 
+from grm.kv.device import DeviceCache, mount
 from grm.kv.payload import KV
 
 if TYPE_CHECKING:
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def new_cache() -> DynamicCache:
-    return DynamicCache()
+    return DeviceCache()
 
 
 def cache_length(cache: DynamicCache) -> int:
@@ -28,21 +30,18 @@ def cache_length(cache: DynamicCache) -> int:
 
 def kv_from_cache(cache: DynamicCache, start: int = 0, end: int | None = None) -> KV:
     """Copy tokens [start, end) of every layer out of a cache (batch row 0)."""
+    if isinstance(cache, DeviceCache):
+        cache.sync()
     keys = torch.stack([layer.keys[0, :, start:end] for layer in cache.layers])
     values = torch.stack([layer.values[0, :, start:end] for layer in cache.layers])
     return KV(keys, values)
 
 
 def cache_from_kv(kv: KV) -> DynamicCache:
-    """A fresh cache over `kv` without copying it: each layer starts as a view of kv's tensors.
-    Safe because a DynamicLayer never writes in place; it grows by concatenation (a new tensor)."""
-    cache = DynamicCache()
-    for i in range(kv.keys.shape[0]):
-        keys, values = kv.keys[i][None], kv.values[i][None]  # [1, kv_heads, tokens, head_dim]
-        cache.update(keys[:, :, :0], values[:, :, :0], i)  # creates and initializes layer i, empty
-        layer = cache.layers[i]
-        layer.keys, layer.values = keys, values
-    return cache
+    """A fresh cache over `kv` without copying it: each layer starts as a view of kv's tensors
+    (moved to the model's device when the model first writes to it). Safe because a DynamicLayer
+    never writes in place; it grows by concatenation (a new tensor)."""
+    return mount(kv, kv.keys.device)
 
 
 def crop(cache: DynamicCache, length: int) -> None:

@@ -20,8 +20,8 @@ def prefill(model: torch.nn.Module, cache: DynamicCache, ids: list[int], start: 
     logits = None
     for a in range(0, len(ids), PREFILL_CHUNK):
         chunk = ids[a : a + PREFILL_CHUNK]
-        input_ids = torch.tensor([chunk])
-        positions = torch.arange(start + a, start + a + len(chunk))[None]
+        input_ids = torch.tensor([chunk], device=model.device)
+        positions = torch.arange(start + a, start + a + len(chunk), device=model.device)[None]
         out = model(input_ids=input_ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
         logits = out.logits[0, -1]
     return logits.float()
@@ -30,7 +30,8 @@ def prefill(model: torch.nn.Module, cache: DynamicCache, ids: list[int], start: 
 def step(model: torch.nn.Module, cache: DynamicCache, token: int, seat: int) -> torch.Tensor:
     """Read one token at `seat`; return its logits [vocab]."""
     out = model(
-        input_ids=torch.tensor([[token]]), position_ids=torch.tensor([[seat]]), cache=cache,
+        input_ids=torch.tensor([[token]], device=model.device), position_ids=torch.tensor([[seat]], device=model.device),
+        cache=cache,
         use_cache=True, logits_to_keep=1,
     )
     return out.logits[0, -1].float()

@@ -1,7 +1,10 @@
 """Model identity: one digest that changes whenever anything that shapes K/V changes.
 
 identity = SHA-256 over (GRM payload format version, model type, canonical config JSON,
-weight-file digests, tokenizer-file digests, dtype, position law). Hashing hundreds of MB of
+weight-file digests, tokenizer-file digests, dtype, position law, numeric regime). The regime is
+the device kind the K/V is computed on ("cpu", "cuda:sm90"): the same weights in bf16 on a GPU
+give other K/V than in fp32 on a CPU, and GRM serves K/V as exact only to the regime that made
+it. The CPU regime adds no field, so identities (and stores) from before regimes stay valid. Hashing hundreds of MB of
 weights on every start-up would dominate a warm ask, so file digests are computed once and kept in
 a small JSON beside the folder, re-checked by (size, mtime_ns) of every file they cover.
 """
@@ -64,6 +67,7 @@ def model_identity(
     tokenizer_digests: list[str],
     dtype: str,
     position_law: str,
+    regime: str = "cpu",
 ) -> str:
     """The identity digest (hex). Inputs must be deterministic across processes and machines."""
     config = {k: v for k, v in config.items() if k not in ("transformers_version", "_name_or_path")}
@@ -76,6 +80,8 @@ def model_identity(
         "dtype": dtype,
         "position_law": position_law,
     }
+    if regime != "cpu":
+        doc["regime"] = regime
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()
 

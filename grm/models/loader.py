@@ -1,7 +1,9 @@
 """Loading a model by name or path: install, materialize once into the cache, load, identify.
 
-Packaged GGUF weights are dequantized to fp32 by transformers once and saved as an HF folder
-under `<cache>/models/NAME`; later loads read that folder. A file lock keeps two processes from
+Packaged GGUF weights (and any local `.gguf` file given by path) are dequantized to fp32 by
+transformers once and saved as an HF folder under `<cache>/models/NAME` (a file given by path:
+`<cache>/models/gguf-<first 16 hex of its SHA-256>`); later loads read that folder, cast to the
+requested dtype on the requested device. A file lock keeps two processes from
 materializing the same model at once; the folder appears atomically (temp folder + rename).
 """
 
@@ -17,15 +19,19 @@ from typing import Callable
 
 import torch
 
-from grm.dialects import position_law
-from grm.errors import ModelError, UserInputError
+from grm.dialects import DIALECT_FAMILIES, position_law
+from grm.errors import DialectError, ModelError, UserInputError
 from grm.models.identity import cached_file_digests, model_identity, tensor_digest
 from grm.models.install import ensure_installed, locate_gguf
-from grm.models.registry import MODELS, ModelSpec
+from grm.models.placement import numeric_regime, resolve_device, resolve_dtype
+from grm.models.random import INIT_LAW as RANDOM_INIT
+from grm.models.random import PREFIX as RANDOM_PREFIX
+from grm.models.random import SEED as RANDOM_SEED
+from grm.models.random import build_random
+from grm.models.registry import MODELS
 from grm.models.tiny import build_tiny
 from grm.models.tokenizer import HFTokenizer, Tokenizer
 
-DTYPE = torch.float32  # compute dtype on CPU; payloads are stored in it (exact)
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model")
 
 
@@ -36,6 +42,11 @@ class LoadedModel:
     tokenizer: Tokenizer
     identity: str  # hex digest, see grm.models.identity
     family: str  # transformers model_type
+    for_answers: bool = True  # False: random weights (random:...), for speed and memory only
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
 
     @property
     def config(self) -> object:
@@ -50,24 +61,23 @@ def _quiet() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _materialize(spec: ModelSpec, folder: Path, log: Callable[[str], None]) -> None:
-    """Dequantize the packaged GGUF into an HF folder at `folder` (atomically)."""
+def _materialize(locate: Callable[[Path], Path], label: str, source: dict, folder: Path) -> None:
+    """Dequantize a GGUF (`locate(work_dir)` gives its path) into an HF folder at `folder`, atomically."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from tqdm import tqdm
 
-    ensure_installed(spec, log)
     work = folder.parent / f".{folder.name}.tmp"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    steps = tqdm(total=4, desc=f"materializing {spec.name} (once)", unit="step", leave=False)
+    steps = tqdm(total=4, desc=f"materializing {label} (once)", unit="step", leave=False)
     try:
-        gguf = locate_gguf(spec, work)
+        gguf = locate(work)
         steps.update()
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=DTYPE)
-        except Exception as exc:  # transformers raises many types for a bad GGUF
-            raise ModelError(f"cannot load the GGUF of {spec.name}: {exc}") from exc
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        except Exception as exc:  # transformers raises many types for a bad or unsupported GGUF
+            raise ModelError(f"cannot load the GGUF {label}: {str(exc).splitlines()[0] if str(exc) else exc!r}") from exc
         steps.update()
         # Drop the GGUF quantizer marker: the weights are plain fp32 now.
         model.hf_quantizer = None
@@ -76,8 +86,8 @@ def _materialize(spec: ModelSpec, folder: Path, log: Callable[[str], None]) -> N
         model.save_pretrained(str(work))
         tok.save_pretrained(str(work))
         steps.update()
-        source_digest = cached_file_digests([gguf], work / "grm-source.json")[str(gguf)]
-        (work / "grm-source.json").write_text(json.dumps({"gguf_sha256": source_digest, "package": spec.package}))
+        source_digest = source.get("gguf_sha256") or cached_file_digests([gguf], work / "grm-source.json")[str(gguf)]
+        (work / "grm-source.json").write_text(json.dumps({**source, "gguf_sha256": source_digest}))
         if gguf.parent == work:
             gguf.unlink()
         shutil.rmtree(folder, ignore_errors=True)
@@ -88,11 +98,26 @@ def _materialize(spec: ModelSpec, folder: Path, log: Callable[[str], None]) -> N
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _load_folder(folder: Path, sink_text: str | None) -> tuple[torch.nn.Module, HFTokenizer, str]:
+def _materialized(folder: Path, locate: Callable[[Path], Path], label: str, source: dict,
+                  log: Callable[[str], None]) -> Path:
+    """`folder`, materialized from the GGUF first if it is not there yet (once, under a file lock)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if not (folder / "config.json").exists():
+        with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be materializing it right now
+            if not (folder / "config.json").exists():
+                log(f"materializing {label} into {folder} (once)")
+                _materialize(locate, label, source, folder)
+    return folder
+
+
+def _load_folder(folder: Path, sink_text: str | None, device: torch.device,
+                 dtype: torch.dtype) -> tuple[torch.nn.Module, HFTokenizer, str]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=DTYPE)
+        placed = {"device_map": str(device)} if device.type != "cpu" else {}  # straight onto the accelerator
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype, **placed)
         tok = AutoTokenizer.from_pretrained(str(folder))
     except Exception as exc:
         raise ModelError(f"cannot load model folder {folder}: {exc}") from exc
@@ -106,37 +131,74 @@ def _load_folder(folder: Path, sink_text: str | None) -> tuple[torch.nn.Module, 
     if source.exists():
         weights.append(json.loads(source.read_text())["gguf_sha256"])
     cfg = model.config.to_dict()
-    identity = model_identity(cfg.get("model_type", "?"), cfg, weights, tokd, str(DTYPE), position_law(model.config))
+    identity = model_identity(cfg.get("model_type", "?"), cfg, weights, tokd, str(dtype), position_law(model.config),
+                              numeric_regime(device))
     return model, HFTokenizer(tok, sink_text=sink_text), identity
 
 
-def load_model(name: str, cache_dir: Path, log: Callable[[str], None] = lambda _m: None) -> LoadedModel:
-    """Load `name` (a registry name or a local HF folder path); raises ModelError/UserInputError."""
+def _gguf_folder(path: Path, cache_dir: Path, log: Callable[[str], None]) -> Path:
+    """The cache folder of a local GGUF file, keyed by the file's SHA-256 (materialized once)."""
+    models = cache_dir / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    digest = cached_file_digests([path.resolve()], models / "gguf-digests.json")[str(path.resolve())]
+    source = {"gguf_sha256": digest, "file": path.name}
+    return _materialized(models / f"gguf-{digest[:16]}", lambda _work: path, path.name, source, log)
+
+
+def _check_family(model: torch.nn.Module, label: str) -> None:
+    """DialectError now (not at the first mount) if GRM has no dialect for the model's family."""
+    family = getattr(model.config, "model_type", "?")
+    if family not in DIALECT_FAMILIES:
+        raise DialectError(f"{label}: model family {family!r} has no GRM dialect "
+                           f"(supported: {', '.join(sorted(DIALECT_FAMILIES))})")
+
+
+def load_model(name: str, cache_dir: Path, log: Callable[[str], None] = lambda _m: None,
+               device: str = "cpu", dtype: str = "auto") -> LoadedModel:
+    """Load `name`: a registry name, `random:GEOMETRY[@small]`, a local `.gguf` file or a local HF
+    folder, on `device` ("auto", "cpu", "cuda[:N]") in `dtype` ("auto" = float32 on CPU,
+    bfloat16 on CUDA). Raises ModelError/UserInputError/DialectError."""
     _quiet()
     torch.set_grad_enabled(False)
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    regime = numeric_regime(dev)
+    if name.startswith(RANDOM_PREFIX):
+        model, tok = build_random(name, dev, dt)
+        cfg = model.config.to_dict()
+        identity = model_identity(cfg["model_type"], cfg, [f"seed={RANDOM_SEED}", RANDOM_INIT],
+                                  [b.hex() for b in tok.files_digest_parts()], str(dt), position_law(model.config),
+                                  regime)
+        return LoadedModel(name, model, tok, identity, model.config.model_type, for_answers=False)
     spec = MODELS.get(name)
     if spec is None:
         path = Path(name).expanduser()
-        if path.is_dir() and (path / "config.json").exists():
-            model, tok, identity = _load_folder(path, None)
-            return LoadedModel(str(path), model, tok, identity, model.config.model_type)
-        known = ", ".join(sorted(MODELS))
-        raise UserInputError(f"unknown model {name!r}: use one of {known}, or a path to an HF model folder")
+        if path.is_file() and path.suffix == ".gguf":
+            folder = _gguf_folder(path, cache_dir, log)
+        elif path.is_dir() and (path / "config.json").exists():
+            folder = path
+        else:
+            known = ", ".join(sorted(MODELS))
+            raise UserInputError(f"unknown model {name!r}: use one of {known}, random:llama-3-8b (or another "
+                                 "random: geometry), a path to a .gguf file or to an HF model folder")
+        model, tok, identity = _load_folder(folder, None, dev, dt)
+        _check_family(model, str(path))
+        return LoadedModel(str(path), model, tok, identity, model.config.model_type)
     if spec.source == "tiny":
         model, tok = build_tiny(spec.family)
         cfg = model.config.to_dict()
+        weights = tensor_digest(model)  # of the fp32 weights as built, before any cast
+        model = model.to(device=dev, dtype=dt)
         identity = model_identity(
-            cfg["model_type"], cfg, [tensor_digest(model)], [b.hex() for b in tok.files_digest_parts()],
-            str(DTYPE), position_law(model.config),
+            cfg["model_type"], cfg, [weights], [b.hex() for b in tok.files_digest_parts()],
+            str(dt), position_law(model.config), regime,
         )
         return LoadedModel(spec.name, model, tok, identity, model.config.model_type)
-    folder = cache_dir / "models" / spec.name
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    if not (folder / "config.json").exists():
-        with open(folder.parent / f".{spec.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be materializing it right now
-            if not (folder / "config.json").exists():
-                log(f"materializing {spec.name} into {folder} (once)")
-                _materialize(spec, folder, log)
-    model, tok, identity = _load_folder(folder, spec.sink_text)
+
+    def locate(work: Path) -> Path:
+        ensure_installed(spec, log)
+        return locate_gguf(spec, work)
+
+    folder = _materialized(cache_dir / "models" / spec.name, locate, spec.name, {"package": spec.package}, log)
+    model, tok, identity = _load_folder(folder, spec.sink_text, dev, dt)
     return LoadedModel(spec.name, model, tok, identity, model.config.model_type)

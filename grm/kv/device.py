@@ -1,0 +1,145 @@
+"""The device plane: which device and dtype a model runs in, and moving K/V onto it layer by layer.
+
+Lifecycle: the model is placed by grm.models.placement (`--device`, `--dtype`, the numeric
+regime in the identity). At ask time every cache GRM builds is a `DeviceCache`: layers may start as host tensors (verified
+payloads from the store, or pinned buffers of the host plane) and move to the accelerator one
+layer at a time. `mount(kv, device)` starts those copies at once: each layer's keys and values
+are copied host->device on a side stream (from pinned memory, so the copy is asynchronous) and an
+event is recorded per layer; the model's attention for layer i waits only for layer i's event,
+so layer i+1's copy overlaps layer i's work (the layer-wise pipelining LMCache uses). A cache
+that was not mounted ahead moves each layer when the model first writes to it, prefetching the
+next `lookahead` layers on the side stream.
+
+On a CPU-only machine (or a CPU device) none of this happens: no pinning, no streams, the layers
+are the host tensors themselves, and results are bit-identical to a plain DynamicCache.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import DynamicCache
+
+from grm.kv.payload import KV
+
+LOOKAHEAD = 2  # layers prefetched ahead of the one the model is writing (lazy path)
+
+
+def is_accelerator(device: torch.device | str) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def pinned(kv: KV) -> KV:
+    """`kv` in page-locked host memory (what an asynchronous host->device copy needs); on a
+    machine without CUDA there is nothing to pin and `kv` comes back as it is."""
+    if not torch.cuda.is_available() or kv.keys.device.type != "cpu":
+        return kv
+    if kv.keys.is_pinned() and kv.values.is_pinned():
+        return kv
+    return KV(kv.keys.pin_memory(), kv.values.pin_memory())
+
+
+class DeviceCache(DynamicCache):
+    """A DynamicCache whose layers may live on the host until the model needs them on its device.
+
+    Invariant: a layer whose copy is in flight has an entry in `_ready`; nothing reads its
+    tensors on the device's current stream before waiting for that event (`update`, `sync`)."""
+
+    def __init__(self, lookahead: int = LOOKAHEAD) -> None:
+        super().__init__()
+        self.lookahead = lookahead
+        self._ready: dict[int, torch.cuda.Event] = {}
+        self._sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # pinned host tensors in flight
+        self._stream: torch.cuda.Stream | None = None
+        self.moved_bytes = 0  # bytes copied host->device by this cache
+
+    def prefetch(self, layer: int, device: torch.device) -> None:
+        """Start copying `layer` to `device` on the side stream (no-op if it is there already)."""
+        if layer >= len(self.layers) or layer in self._ready:
+            return
+        entry = self.layers[layer]
+        if not entry.is_initialized or entry.keys.device == device or device.type != "cuda":
+            return
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device)
+        keys, values = entry.keys, entry.values
+        if not keys.is_pinned():
+            keys, values = keys.pin_memory(), values.pin_memory()
+        main = torch.cuda.current_stream(device)
+        dst_k = torch.empty(keys.shape, dtype=keys.dtype, device=device)
+        dst_v = torch.empty(values.shape, dtype=values.dtype, device=device)
+        self._stream.wait_stream(main)  # the destination memory is free on the main stream first
+        event = torch.cuda.Event()
+        with torch.cuda.stream(self._stream):
+            dst_k.copy_(keys, non_blocking=True)
+            dst_v.copy_(values, non_blocking=True)
+            event.record(self._stream)
+        self._ready[layer], self._sources[layer] = event, (keys, values)
+        entry.keys, entry.values = dst_k, dst_v
+        entry.device = device
+        self.moved_bytes += keys.nbytes + values.nbytes
+
+    def prefetch_all(self, device: torch.device) -> None:
+        for layer in range(len(self.layers)):
+            self.prefetch(layer, device)
+
+    def _wait(self, layer: int) -> None:
+        event = self._ready.pop(layer, None)
+        if event is not None:
+            torch.cuda.current_stream(self.layers[layer].keys.device).wait_event(event)
+            self._sources.pop(layer, None)  # the host allocator keeps the block until the copy ends
+
+    def sync(self) -> None:
+        """Make every in-flight layer readable on the current stream (before reading the cache
+        outside the model: export, crop)."""
+        for layer in list(self._ready):
+            self._wait(layer)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        device = key_states.device
+        if layer_idx < len(self.layers) and self.layers[layer_idx].is_initialized:
+            here = self.layers[layer_idx].keys.device
+            if device.type == "cuda" and here != device:
+                for ahead in range(layer_idx, layer_idx + 1 + self.lookahead):
+                    self.prefetch(ahead, device)
+            elif device != here and here.type == "cuda":
+                # Host K/V spliced into a layer already on the accelerator (a mount after the sinks).
+                key_states, value_states = key_states.to(here), value_states.to(here)
+            self._wait(layer_idx)
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    def crop(self, max_length: int) -> None:
+        self.sync()
+        super().crop(max_length)
+
+
+def mount(kv: KV, device: torch.device | str) -> DeviceCache:
+    """A cache over `kv` for a model on `device`. On CUDA every layer's copy starts now, in layer
+    order on a side stream (pinned sources); the model waits per layer. On CPU: views of `kv`."""
+    device = torch.device(device)
+    cache = DeviceCache()
+    for i in range(kv.keys.shape[0]):
+        keys, values = kv.keys[i][None], kv.values[i][None]  # [1, kv_heads, tokens, head_dim]
+        cache.update(keys[:, :, :0], values[:, :, :0], i)  # creates layer i, empty, on kv's device
+        layer = cache.layers[i]
+        layer.keys, layer.values = keys, values
+    if is_accelerator(device) and kv.keys.device != device:
+        cache.prefetch_all(device)
+    return cache
+
+
+def host_to_device_bandwidth(nbytes: int, device: torch.device, repeats: int = 3) -> float:
+    """Raw pinned host->device copy rate in bytes/s (best of `repeats`), for comparing mounts to."""
+    if not is_accelerator(device):
+        raise ValueError("host->device bandwidth is measured on an accelerator only")
+    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    best = float("inf")
+    for _ in range(repeats):
+        torch.cuda.synchronize(device)
+        t = time.perf_counter()
+        dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - t)
+    return nbytes / best
