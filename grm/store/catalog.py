@@ -89,6 +89,8 @@ class Catalog:
             if self.path is not None:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.full_sync else 'NORMAL'}")
+            else:  # in memory (encrypted stores): never let SQLite spill rows to temp files
+                conn.execute("PRAGMA temp_store=MEMORY")
             conn.executescript(_SCHEMA)
         except BaseException:
             conn.close()

@@ -16,11 +16,22 @@ Names (the record's `payload` field, the content address):
                    one file per record even when two records hold the same bytes.
 Associated data (never stored; recomputed from the record on read):
     payload: b"grm-payload v1\\0" + canonical JSON [tenant, kind, key, name]
-    text:    b"grm-text v1\\0"    + canonical JSON [tenant, kind, key]
+    text:    b"grm-text v1\\0"    + canonical JSON [tenant, kind, key]   (stores before row sealing)
+    row:     b"grm-row v1\\0"     + canonical JSON [tenant, kind, kid, op, lsn]
 The format version is in the AD prefix, and the model identity is inside the key (a block's
 key is its fingerprint, which hashes the model identity), so a file or text moved to another
 tenant, record or format fails to authenticate: `decode_payload` returns None (a miss).
 Encrypted text in log frames and checkpoints is base64 of: 1 byte version (1) || nonce || ct+tag.
+
+Sealed rows (encrypted stores): everything in a log frame or checkpoint row that derives from
+user content - the record `key` (fact ids, fingerprints, routing keys), `parent`, `meta` (fact
+statements, paths, token ids) and `text` - is one AES-GCM-sealed canonical JSON object under
+`"sealed"` (same base64 form as a sealed text). What stays in clear is what the store itself
+needs to frame, order and account for records: op, txn, dur, tenant, kind, the keyed record id
+`kid` = HMAC-SHA256(tenant name key, ["key", kind, key]) hex (deterministic, so salvage and fsck
+can name a record whose frame is damaged, but reveals nothing about the key), the payload name
+(already keyed), size and state. The associated data binds the sealed fields to tenant, kind,
+kid, op and the frame's LSN, so sealed fields moved to another record, op or frame fail.
 
 After decryption and decompression the bytes are checked again: their size and their SHA-256
 (or keyed name) must match the record, so compression and encryption never weaken the digest
@@ -32,6 +43,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import os
 import struct
 
@@ -51,6 +63,7 @@ F_ZSTD, F_AES = 1, 2
 NONCE = 12
 TAG = 16
 TEXT_VERSION = 1
+PRIVATE_FIELDS = ("key", "parent", "meta", "text")  # sealed in an encrypted store's log and checkpoints
 _ZSTD_LEVEL = 3
 
 
@@ -168,22 +181,95 @@ class Codec:
         return base64.b64encode(bytes([TEXT_VERSION]) + nonce + ct).decode("ascii")
 
     def seal_row(self, r: Record) -> list:
-        """A checkpoint row: `Record.to_list`, with the text sealed when encrypted."""
+        """A checkpoint row: `Record.to_list`; encrypted, [tenant, kind, kid, null, null, payload,
+        size, {"r": sealed {key, parent, meta, text}}, state, lsn]."""
         v = r.to_list()
-        if self.keyring is not None and r.text is not None:
-            v[7] = {"e": self.seal_text(r.tenant, r.kind, r.key, r.text)}
-        return v
-
-    def open_text(self, tenant: str, kind: str, key: str, sealed: str) -> str:
-        """The text, or Unauthenticated (wrong tenant, record, key, or tampered bytes)."""
         if self.keyring is None:
-            raise Unauthenticated("store has no key")
+            return v
+        kid = self.kid(r.tenant, r.kind, r.key)
+        sealed = self._seal(r.tenant, r.kind, kid, "row", r.lsn,
+                            {"key": r.key, "parent": r.parent, "meta": r.meta, "text": r.text})
+        return [r.tenant, r.kind, kid, None, None, r.payload, r.payload_size, {"r": sealed}, r.state, r.lsn]
+
+    def open_row(self, v: list) -> list:
+        """The `Record.to_list` form of a sealed checkpoint row, or Unauthenticated."""
+        f = self._open(v[0], v[1], v[2], "row", v[9], v[7]["r"])
+        return [v[0], v[1], f["key"], f["parent"], f["meta"], v[5], v[6], f["text"], v[8], v[9]]
+
+    # ---- sealed rows -------------------------------------------------------------------------
+
+    def kid(self, tenant: str, kind: str, key: str) -> str:
+        """The keyed record id kept in clear in an encrypted store's log and checkpoints."""
+        assert self.keyring is not None
+        _, name_key = self.keyring.tenant(self._tenant(tenant))
+        return hmac.new(name_key, canonical_json(["key", kind, key]).encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def _row_ad(self, tenant: str, kind: str, kid: str, op: str, lsn: int) -> bytes:
+        return b"grm-row v1\0" + canonical_json([self._tenant(tenant), kind, kid, op, lsn]).encode("utf-8")
+
+    def _seal(self, tenant: str, kind: str, kid: str, op: str, lsn: int, fields: dict) -> str:
+        assert self.keyring is not None
+        enc, _ = self.keyring.tenant(self._tenant(tenant))
+        nonce = os.urandom(NONCE)
+        ct = AESGCM(enc).encrypt(nonce, canonical_json(fields).encode("utf-8"),
+                                 self._row_ad(tenant, kind, kid, op, lsn))
+        return base64.b64encode(bytes([TEXT_VERSION]) + nonce + ct).decode("ascii")
+
+    def _open(self, tenant: str, kind: str, kid: str, op: str, lsn: int, sealed: object) -> dict:
+        if self.keyring is None or not isinstance(sealed, str):
+            raise Unauthenticated("store has no key" if self.keyring is None else "sealed row is not a string")
+        raw = self._unbase64(sealed)
+        enc, _ = self.keyring.tenant(self._tenant(tenant))
+        ad = self._row_ad(tenant, kind, kid, op, lsn)
+        if not self.defences.authentication:
+            plain = _ctr_decrypt(enc, raw[1:1 + NONCE], raw[1 + NONCE:])
+        else:
+            try:
+                plain = AESGCM(enc).decrypt(raw[1:1 + NONCE], raw[1 + NONCE:], ad)
+            except InvalidTag:
+                raise Unauthenticated("sealed row failed authentication") from None
+        try:
+            fields = json.loads(plain.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise Unauthenticated("sealed row is not JSON") from None
+        if not isinstance(fields, dict) or not isinstance(fields.get("key"), str):
+            raise Unauthenticated("sealed row has no key")
+        fields.setdefault("parent", None)
+        fields.setdefault("meta", {})
+        fields.setdefault("text", None)
+        return fields
+
+    def seal_mutation(self, body: dict, lsn: int) -> dict:
+        """A log frame body with its private fields (key, parent, meta, text) sealed."""
+        private = {k: body[k] for k in PRIVATE_FIELDS if k in body}
+        kid = self.kid(body["tenant"], body["kind"], body["key"])
+        out = {k: v for k, v in body.items() if k not in PRIVATE_FIELDS}
+        out["kid"] = kid
+        out["sealed"] = self._seal(body["tenant"], body["kind"], kid, body["op"], lsn, private)
+        return out
+
+    def open_mutation(self, body: dict, lsn: int) -> dict:
+        """The plain body of a sealed frame (Unauthenticated if it fails to open)."""
+        fields = self._open(body["tenant"], body["kind"], body["kid"], body["op"], lsn, body["sealed"])
+        out = {k: v for k, v in body.items() if k not in ("sealed", "kid")}
+        out.update(fields)
+        return out
+
+    @staticmethod
+    def _unbase64(sealed: str) -> bytes:
         try:
             raw = base64.b64decode(sealed.encode("ascii"), validate=True)
         except (ValueError, UnicodeEncodeError):
             raise Unauthenticated("not base64") from None
         if len(raw) < 1 + NONCE + TAG or raw[0] != TEXT_VERSION:
-            raise Unauthenticated("bad sealed text header")
+            raise Unauthenticated("bad sealed header")
+        return raw
+
+    def open_text(self, tenant: str, kind: str, key: str, sealed: str) -> str:
+        """The text, or Unauthenticated (wrong tenant, record, key, or tampered bytes)."""
+        if self.keyring is None:
+            raise Unauthenticated("store has no key")
+        raw = self._unbase64(sealed)
         nonce, ct = raw[1:1 + NONCE], raw[1 + NONCE:]
         enc, _ = self.keyring.tenant(self._tenant(tenant))
         if not self.defences.authentication:

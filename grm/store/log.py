@@ -28,8 +28,9 @@ Mutation bodies (`op`, and `txn`: the LSN of the transaction's first frame):
     {"op": "state",  "txn": T, "tenant", "kind", "key", "state"}
     {"op": "mode",   "txn": T, "mode": durability mode now in force}
     {"op": "commit", "txn": T, "count": number of mutation frames}
-(every body also has "dur", below; encrypted stores write "etext", a sealed text, instead of
-"text" - see `grm.store.envelope`)
+(every body also has "dur", below. Encrypted stores seal "key", "parent", "meta" and "text" into
+one "sealed" field and add "kid", the keyed record id - see `grm.store.envelope`; stores written
+before that kept only the text sealed, as "etext", which recovery still reads)
 A transaction is its mutation frames followed by its commit frame, written with one write and,
 in durability normal/full/strict, one fsync (async: the background flusher's fsync covers many
 transactions; volatile: none). Recovery applies only committed transactions.

@@ -13,15 +13,22 @@ from grm.store.record import Record
 
 # (tenant, kind, key, sealed text) -> text; raises Unauthenticated (encrypted stores only)
 TextOpener = Callable[[str, str, str, str], str]
+# (sealed frame body, lsn) -> plain body; (sealed checkpoint row) -> plain row; Unauthenticated
+BodyOpener = Callable[[dict, int], dict]
+RowOpener = Callable[[list], list]
+SEALED_KEY = "sealed:"  # key prefix of a row whose sealed fields failed authentication (+ kid)
 
 _RowKey = tuple[str, str]  # (tenant, kind)
 
 
 class HostState:
-    def __init__(self, open_text: TextOpener | None = None) -> None:
+    def __init__(self, open_text: TextOpener | None = None, open_body: BodyOpener | None = None,
+                 open_row: RowOpener | None = None) -> None:
         self.mode: str | None = None  # durability mode of the last "mode" record (None: never logged)
         self.unauthenticated = 0  # rows whose sealed text failed authentication (kept as damaged)
         self._open_text = open_text
+        self._open_body = open_body
+        self._open_row = open_row
         self._rows: dict[_RowKey, dict[str, Record]] = {}
         # (tenant, kind, parent) -> keys: children() is on the chain-lookup path, keep it O(1).
         self._children: dict[tuple[str, str, str], dict[str, None]] = {}
@@ -78,6 +85,8 @@ class HostState:
         """Apply one mutation frame body written at `lsn`; returns the row it leaves (None for
         a delete). Unknown rows in `state` ops are ignored: the writer checked they existed."""
         op = body["op"]
+        if "sealed" in body:
+            body = self._unseal_body(body, lsn)
         if op == "put":
             text, state = self.unseal(body["tenant"], body["kind"], body["key"], body.get("text"),
                                       body.get("etext"), body["state"])
@@ -101,6 +110,21 @@ class HostState:
             return rec
         raise ValueError(f"unknown mutation op {op!r}")
 
+    def _unseal_body(self, body: dict, lsn: int) -> dict:
+        """The plain body of a sealed frame. One that fails authentication is never served: a
+        put leaves a row under SEALED_KEY + kid with no text or meta, state "damaged"."""
+        try:
+            if self._open_body is None:
+                raise Unauthenticated("store has no key")
+            return self._open_body(body, lsn)
+        except Unauthenticated:
+            self.unauthenticated += 1
+            out = {k: v for k, v in body.items() if k not in ("sealed", "kid")}
+            out.update(key=SEALED_KEY + str(body.get("kid")), parent=None, meta={}, text=None)
+            if body["op"] == "put":
+                out["state"] = "damaged"
+            return out
+
     def unseal(self, tenant: str, kind: str, key: str, text: str | None, sealed: str | None,
                state: str) -> tuple[str | None, str]:
         """(text, state) of a row whose text may be sealed: a text that fails authentication is
@@ -116,7 +140,16 @@ class HostState:
             return None, "damaged"
 
     def decode_row(self, v: list) -> Record:
-        """A checkpoint row (`Record.to_list` form; an encrypted store's text is {"e": sealed})."""
+        """A checkpoint row (`Record.to_list` form; an encrypted store's row is sealed whole,
+        {"r": sealed} in the text column, or, in stores written before that, its text {"e": sealed})."""
+        if isinstance(v[7], dict) and "r" in v[7]:
+            try:
+                if self._open_row is None:
+                    raise Unauthenticated("store has no key")
+                return Record.from_list(self._open_row(v))
+            except Unauthenticated:
+                self.unauthenticated += 1
+                return Record(v[0], v[1], SEALED_KEY + str(v[2]), None, {}, v[5], v[6], None, "damaged", v[9])
         if isinstance(v[7], dict):
             text, state = self.unseal(v[0], v[1], v[2], None, v[7].get("e"), v[8])
             v = [*v[:7], text, state, v[9]]

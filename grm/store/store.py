@@ -88,7 +88,8 @@ class Store(StoreReads):
              "checkpoints_invalid", "checkpoints_written", "text_unauthenticated",
              "unfinished_segments"), 0)
         sync = config.syncs
-        state = HostState(self._codec.open_text if keyring is not None else None)
+        state = (HostState(self._codec.open_text, self._codec.open_mutation, self._codec.open_row)
+                 if keyring is not None else HostState())
         try:
             for name in fs.listdir(layout.root):
                 if name.startswith(MARKER_NAME) and is_tmp(name):

@@ -52,6 +52,9 @@ class Txn:
         return self._store._state.get(*ident)
 
     def _add(self, mutation: dict, ident: _Id | None, rec: Record | None) -> None:
+        codec = self._store._codec
+        if codec.encrypted and ident is not None:  # key, parent, meta, text never in clear
+            mutation = codec.seal_mutation(mutation, self._next_lsn)
         body = encode_body({**mutation, "txn": self.first_lsn, "dur": self._store.durable_lsn})
         if len(body) > MAX_BODY:
             raise UserInputError(f"record {ident} is too large for one log frame ({len(body)} bytes)")
@@ -88,9 +91,6 @@ class Txn:
         rec = Record(tenant, kind, key, parent, meta, digest, size, text, state, self._next_lsn)
         body = {"op": "put", "tenant": tenant, "kind": kind, "key": key, "parent": parent,
                 "meta": meta, "payload": digest, "size": size, "text": text, "state": state}
-        codec = self._store._codec
-        if codec.encrypted and text is not None:
-            body["text"], body["etext"] = None, codec.seal_text(tenant, kind, key, text)
         self._add(body, ident, rec)
         return exported(rec)
 

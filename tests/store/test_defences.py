@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from grm.store import Defences, MemoryFS, Store, StoreConfig
+from grm.store.record import canonical_json
 from tests.store.helpers import rewrite_log
 
 KEY = bytes(range(32))
@@ -33,25 +34,23 @@ def _digest_attack(defences: Defences) -> bytes | None:
 
 
 def _tenant_attack(defences: Defences) -> str | None:
-    """Copy alice's sealed text into bob's record of the same kind and key (log rewritten with
-    valid checksums); what text does bob's row serve after reopening?"""
+    """Relabel alice's sealed row as bob's (the frame's tenant rewritten, log checksums made
+    valid again); what text does bob's row serve after reopening?"""
     fs = MemoryFS()
     cfg = StoreConfig(ROOT, fs=fs, master_key=KEY)
     with Store.open(cfg, defences=defences) as s:
         s.put("alice", "note", "k", text="alice's secret")
-        s.put("bob", "note", "k", text="bob's note")
-    sealed = {}
+        s.put("bob", "note", "other", text="bob's note")
 
     def steal(body: dict) -> dict:
-        if body.get("op") == "put":
-            sealed.setdefault(body["tenant"], body["etext"])
-            if body["tenant"] == "bob":
-                body["etext"] = sealed["alice"]
+        if body.get("op") == "put" and body["tenant"] == "alice":
+            body["tenant"] = "bob"
         return body
 
     rewrite_log(fs, ROOT, steal)
     with Store.open(cfg, defences=defences) as s:
-        return s.get("bob", "note", "k").text
+        rec = s.get("bob", "note", "k")  # a sealed row that fails to open is a damaged row, not bob's
+        return rec.text if rec is not None else None
 
 
 def _auth_attack(defences: Defences) -> str | None:
@@ -61,17 +60,21 @@ def _auth_attack(defences: Defences) -> str | None:
     with Store.open(cfg, defences=defences) as s:
         s.put("alice", "note", "k", text="pay 10")
 
+    # The sealed row is the canonical JSON of the record's private fields.
+    at = canonical_json({"key": "k", "meta": {}, "parent": None, "text": "pay 10"}).encode().index(b"pay 10")
+
     def flip(body: dict) -> dict:
         if body.get("op") == "put":
-            raw = bytearray(base64.b64decode(body["etext"]))
+            raw = bytearray(base64.b64decode(body["sealed"]))
             for i, (a, b) in enumerate(zip(b"pay 10", b"pay 99")):
-                raw[13 + i] ^= a ^ b  # 1 version byte + 12 nonce bytes, then the ciphertext
-            body["etext"] = base64.b64encode(bytes(raw)).decode()
+                raw[13 + at + i] ^= a ^ b  # 1 version byte + 12 nonce bytes, then the ciphertext
+            body["sealed"] = base64.b64encode(bytes(raw)).decode()
         return body
 
     rewrite_log(fs, ROOT, flip)
     with Store.open(cfg, defences=defences) as s:
-        return s.get("alice", "note", "k").text
+        rec = s.get("alice", "note", "k")
+        return rec.text if rec is not None else None
 
 
 @pytest.mark.parametrize("attack,switch,won", [
@@ -93,9 +96,10 @@ def test_a_text_that_fails_authentication_marks_its_row_damaged_and_counts() -> 
     cfg = StoreConfig(ROOT, fs=fs, master_key=KEY)
     with Store.open(cfg) as s:
         s.put("alice", "note", "k", text="pay 10", payload=b"p")
-    rewrite_log(fs, ROOT, lambda b: {**b, "etext": b["etext"][:-4] + "AAAA"} if b.get("op") == "put" else b)
+    rewrite_log(fs, ROOT, lambda b: {**b, "sealed": b["sealed"][:-4] + "AAAA"} if b.get("op") == "put" else b)
     with Store.open(cfg) as s:
-        rec = s.get("alice", "note", "k")
-        assert rec.text is None and rec.state == "damaged"
+        assert s.get("alice", "note", "k") is None  # its key was sealed too: the row is kept under its kid
+        [rec] = s.records("alice")
+        assert rec.key.startswith("sealed:") and rec.text is None and rec.state == "damaged"
         assert s.counters["text_unauthenticated"] == 1
         assert s.search_text("alice", "pay") == []
