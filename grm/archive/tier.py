@@ -61,10 +61,12 @@ from grm.archive.salient import RULES, STORAGES, salient_mask
 from grm.dialects import Dialect
 from grm.errors import UserInputError
 from grm.kv import KV, reseat_kv
-from grm.store import Record, Store
+from grm.store import Record
+from grm.store.backend import StoreBackend
+from grm.store.kinds import ARCHIVE, BLOCK, GRAFT
 
-KIND = "archive"
-DEMOTABLE_KINDS = ("block", "graft")  # kinds whose payload is a bound KV (grm/kv/payload.py)
+KIND = ARCHIVE
+DEMOTABLE_KINDS = (BLOCK, GRAFT)  # kinds whose payload is a bound KV (grm/kv/payload.py)
 KEEP_EXACT_GRAFTS = ("fact",)  # graft kinds a policy sweep (keys=None) never demotes
 log = logging.getLogger("grm.archive")
 
@@ -156,7 +158,7 @@ def _rotate_layers(keys: torch.Tensor, dialect: Dialect, positions: torch.Tensor
 class ArchiveTier:
     """Demote and mount archived spans for one model identity (see the module docstring)."""
 
-    def __init__(self, store: Store, dialect: Dialect, identity: str,
+    def __init__(self, store: StoreBackend, dialect: Dialect, identity: str,
                  piece: Callable[[int], str] | None = None) -> None:
         """`piece(token id)` is a token's text (the tokenizer's decode of it alone); it is needed
         only to keep salient tokens unquantized (ArchiveConfig.keep_salient)."""
@@ -284,7 +286,7 @@ class ArchiveTier:
             row.pop(name)  # the row's own columns say these
         with self.store.transaction() as txn:
             out = txn.put(rec.tenant, KIND, rec.key, meta=row, payload=payload, parent=rec.parent, text=rec.text)
-            if config.drop_exact and rec.kind == "graft":
+            if config.drop_exact and rec.kind == GRAFT:
                 # A graft's row is its identity (seat, ids, routing keys, lineage): it stays, and only
                 # its exact payload goes; GraftMemory.load mounts it from the archive from then on.
                 txn.put(rec.tenant, rec.kind, rec.key, meta={**rec.meta, "archived": books.version},
@@ -359,7 +361,7 @@ class ArchiveTier:
 
     # ----- policy ------------------------------------------------------------------------------
     def demote(self, tenant: str, books: RVQCodebooks, keys: Sequence[str] | None = None,
-               kinds: Iterable[str] = ("block",), before_lsn: int | None = None, keep_newest: int = 0,
+               kinds: Iterable[str] = (BLOCK,), before_lsn: int | None = None, keep_newest: int = 0,
                config: ArchiveConfig = ArchiveConfig(),
                progress: Callable[[int, int], None] | None = None) -> DemoteReport:
         """Archive stored spans of `tenant`: the named `keys` (each must exist: UserInputError
@@ -392,7 +394,7 @@ class ArchiveTier:
                 found = found[:-keep_newest]
         report = DemoteReport()
         for i, rec in enumerate(found):
-            if keys is None and rec.kind == "graft" and rec.meta.get("kind") in KEEP_EXACT_GRAFTS:
+            if keys is None and rec.kind == GRAFT and rec.meta.get("kind") in KEEP_EXACT_GRAFTS:
                 # Verbatim recall does not survive plain archiving (bench/results/archive_recall.md: 0/40
                 # facts from archived sections vs 30/40 exact; --keep-salient digits brings it back to 30/40,
                 # at a third of the ratio): facts are the memory's ground truth and stay exact unless named.
@@ -412,19 +414,19 @@ class ArchiveTier:
         return report
 
 
-def load_archived(store: Store, tenant: str, key: str, dialect: Dialect, identity: str,
+def load_archived(store: StoreBackend, tenant: str, key: str, dialect: Dialect, identity: str,
                   at_seat: int | None = None) -> ArchivedMount | None:
     """One-shot `ArchiveTier(store, dialect, identity).load(...)` (re-reads the codebooks)."""
     return ArchiveTier(store, dialect, identity).load(tenant, key, at_seat)
 
 
-def demote(store: Store, tenant: str, dialect: Dialect, identity: str, books: RVQCodebooks,
+def demote(store: StoreBackend, tenant: str, dialect: Dialect, identity: str, books: RVQCodebooks,
            **kw: object) -> DemoteReport:
     """One-shot `ArchiveTier(store, dialect, identity).demote(tenant, books, **kw)`."""
     return ArchiveTier(store, dialect, identity).demote(tenant, books, **kw)  # type: ignore[arg-type]
 
 
-def tier_stats(store: Store, tenant: str | None = None) -> dict:
+def tier_stats(store: StoreBackend, tenant: str | None = None) -> dict:
     """What the archive tier holds (catalog only, no payload reads): archived records, tokens,
     bytes, the codebooks they use, and ratios against fp16 K/V of the same tokens.
 

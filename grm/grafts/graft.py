@@ -32,8 +32,9 @@ import json
 from dataclasses import dataclass
 
 from grm.store import Record
+from grm.store.kinds import GRAFT
 
-KIND = "graft"
+KIND = GRAFT
 GRAFT_KINDS = ("evidence", "document", "fact", "digest")
 PAYLOAD_PARENT = "graft"  # the `parent` bound into a graft's own payload
 

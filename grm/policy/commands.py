@@ -34,12 +34,14 @@ from grm.policy.grammar import (
     Why,
 )
 from grm.policy.ledger import new_key
+from grm.store.backend import DurabilityControl
 from grm.store.config import DURABILITY_PROMISES
+from grm.store.kinds import FORGET_CONFIRM
 
 if TYPE_CHECKING:
     from grm.policy.memory import CommandResult, Outcome, PolicyMemory
 
-CONFIRM = "forget_confirm"
+CONFIRM = FORGET_CONFIRM
 _REMEMBER_VIA = {None: "remember", "permanent": "remember permanently", "project": "remember this for the project",
                  "session": "remember this for the session", "volatile": "remember for now"}
 
@@ -283,6 +285,9 @@ def _cull(mem: PolicyMemory, cmd: CullGraft) -> CommandResult:
 
 
 def _durability(mem: PolicyMemory, cmd: SetDurability) -> CommandResult:
+    if not isinstance(mem.store, DurabilityControl):
+        return _result("set durability", f"this store's durability is not set here ({type(mem.store).__name__}: "
+                       "the server's own persistence settings decide it)", False, ok=False)
     before = mem.store.durability
     mem.store.set_durability(cmd.mode)
     return _result("set durability", f"durability {cmd.mode}: {DURABILITY_PROMISES[cmd.mode]}", cmd.mode != before)

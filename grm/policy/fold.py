@@ -31,10 +31,11 @@ from grm.errors import UserInputError
 from grm.policy.config import PolicyConfig
 from grm.policy.extract import RuleExtractor, canonical, clauses
 from grm.policy.fact import norm
-from grm.store import Store
+from grm.store import kinds
+from grm.store.backend import StoreBackend
 from grm.store.record import canonical_json
 
-NODE, ABORT, RETIRED = "node", "fold_abort", "retired"
+NODE, ABORT, RETIRED = kinds.FOLD_NODE, kinds.FOLD_ABORT, kinds.RETIRED
 KEY_SENTENCE_CHARS = 200  # a turn's first sentence is cut to this many characters in a digest
 
 
@@ -88,7 +89,7 @@ def _turns(turns: Iterable[object]) -> list[SourceTurn]:
 
 
 class Folder:
-    def __init__(self, store: Store, config: PolicyConfig) -> None:
+    def __init__(self, store: StoreBackend, config: PolicyConfig) -> None:
         self.store = store
         self.config = config
         self.tenant = config.tenant

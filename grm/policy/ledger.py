@@ -21,13 +21,15 @@ from collections.abc import Iterator, Sequence
 
 from grm.errors import StoreError, UserInputError
 from grm.policy.fact import Evidence, Fact, rank
-from grm.store import Store
+from grm.store import kinds
+from grm.store.backend import StoreBackend
 from grm.store.record import canonical_json
 
-FACT, SUPPORT, LINEAGE, TOMBSTONE, GRAFT = "fact", "fact_support", "fact_lineage", "fact_tombstone", "fact_graft"
+FACT, SUPPORT, LINEAGE, TOMBSTONE, GRAFT = (kinds.FACT, kinds.FACT_SUPPORT, kinds.FACT_LINEAGE, kinds.FACT_TOMBSTONE,
+                                            kinds.FACT_GRAFT)
 
 
-def new_key(store: Store, tenant: str, kind: str, prefix: str, *parts: object) -> str:
+def new_key(store: StoreBackend, tenant: str, kind: str, prefix: str, *parts: object) -> str:
     """A fresh key `prefix-<12 hex>` derived from `parts` and the store's LSN (deterministic for
     a given history, unique within (tenant, kind))."""
     base = canonical_json([list(map(str, parts)), store.last_lsn])
@@ -50,7 +52,7 @@ def _combine(confidences: Sequence[float]) -> float:
 class Ledger:
     """Fact nodes of one tenant, read as effective views (node + supports + graft link)."""
 
-    def __init__(self, store: Store, tenant: str) -> None:
+    def __init__(self, store: StoreBackend, tenant: str) -> None:
         self.store = store
         self.tenant = tenant
 

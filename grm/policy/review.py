@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from grm.policy.fact import Evidence, FactProposal, Scope, norm
 from grm.policy.ledger import new_key
-from grm.store import Store
+from grm.store.backend import StoreBackend
+from grm.store.kinds import REVIEW
 
-REVIEW = "review"
 STATUSES = ("pending", "approved", "rejected", "edited")
 
 
@@ -54,7 +54,7 @@ def _item(rec) -> ReviewItem:
 
 
 class ReviewBuffer:
-    def __init__(self, store: Store, tenant: str) -> None:
+    def __init__(self, store: StoreBackend, tenant: str) -> None:
         self.store = store
         self.tenant = tenant
 

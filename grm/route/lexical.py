@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from grm.store import Record, Store
+from grm.store import Record
+from grm.store.backend import StoreBackend
 
 MAX_CANDIDATES = 4096  # rows fetched at most when `keep` rejects most of the index's best ones
 _WORD = re.compile(r"[\w'-]+", re.UNICODE)
@@ -59,7 +60,7 @@ def identifiers(text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def search(store: Store, tenant: str, query: str, kind: str, config: LexicalConfig,
+def search(store: StoreBackend, tenant: str, query: str, kind: str, config: LexicalConfig,
            keep: "callable[[Record], bool]" = lambda r: True) -> list[Hit]:
     """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent).
     Function words are dropped from the query first: "my" or "what" in common is not evidence."""

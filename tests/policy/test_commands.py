@@ -210,3 +210,13 @@ def test_ten_kilobyte_lines_change_nothing(filled):
     assert filled.handle("z" * 10_000, evidence_id="t", now=1.0) is None
     assert filled.observe("my " + "q" * 10_000 + " is 5", evidence_id="t", now=1.0) == []
     assert snapshot(filled.store) == before
+
+
+def test_set_durability_on_a_store_without_the_ability_is_refused_not_a_crash(redis_url):
+    """A Redis store's durability is the server's: the command says so (ok=False) and changes nothing."""
+    from grm.policy import PolicyMemory
+    from grm.store import RedisConfig, RedisStore
+
+    with RedisStore.open(RedisConfig(redis_url, namespace="policy-durability")) as store:
+        res = run(PolicyMemory(store), "set durability: full")
+        assert not res.ok and not res.changed and "server" in res.text
