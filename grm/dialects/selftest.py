@@ -30,6 +30,7 @@ class SelfTestResult:
     max_rel_error: float  # remountable: rotated vs forward at +shift; else the keys' relative change
 
 
+@torch.no_grad()
 def _probe_keys(model: torch.nn.Module, ids: list[int], start: int) -> list[torch.Tensor]:
     from transformers import DynamicCache
 

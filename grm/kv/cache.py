@@ -29,11 +29,12 @@ def cache_length(cache: DynamicCache) -> int:
 
 
 def kv_from_cache(cache: DynamicCache, start: int = 0, end: int | None = None) -> KV:
-    """Copy tokens [start, end) of every layer out of a cache (batch row 0)."""
+    """Copy tokens [start, end) of every layer out of a cache (batch row 0), into host memory:
+    K/V GRM keeps (sinks, blocks, grafts) lives on the host and is mounted onto the device."""
     if isinstance(cache, DeviceCache):
         cache.sync()
-    keys = torch.stack([layer.keys[0, :, start:end] for layer in cache.layers])
-    values = torch.stack([layer.values[0, :, start:end] for layer in cache.layers])
+    keys = torch.stack([layer.keys[0, :, start:end].to("cpu") for layer in cache.layers])
+    values = torch.stack([layer.values[0, :, start:end].to("cpu") for layer in cache.layers])
     return KV(keys, values)
 
 

@@ -145,9 +145,12 @@ def _gguf_folder(path: Path, cache_dir: Path, log: Callable[[str], None]) -> Pat
     return _materialized(models / f"gguf-{digest[:16]}", lambda _work: path, path.name, source, log)
 
 
-def _check_family(model: torch.nn.Module, label: str) -> None:
-    """DialectError now (not at the first mount) if GRM has no dialect for the model's family."""
-    family = getattr(model.config, "model_type", "?")
+def _check_family(folder: Path, label: str) -> None:
+    """DialectError before any weights load if GRM has no dialect for the folder's model family."""
+    try:
+        family = json.loads((folder / "config.json").read_text()).get("model_type", "?")
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{label}: unreadable config.json: {exc}") from exc
     if family not in DIALECT_FAMILIES:
         raise DialectError(f"{label}: model family {family!r} has no GRM dialect "
                            f"(supported: {', '.join(sorted(DIALECT_FAMILIES))})")
@@ -181,8 +184,8 @@ def load_model(name: str, cache_dir: Path, log: Callable[[str], None] = lambda _
             known = ", ".join(sorted(MODELS))
             raise UserInputError(f"unknown model {name!r}: use one of {known}, random:llama-3-8b (or another "
                                  "random: geometry), a path to a .gguf file or to an HF model folder")
+        _check_family(folder, str(path))
         model, tok, identity = _load_folder(folder, None, dev, dt)
-        _check_family(model, str(path))
         return LoadedModel(str(path), model, tok, identity, model.config.model_type)
     if spec.source == "tiny":
         model, tok = build_tiny(spec.family)

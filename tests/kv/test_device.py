@@ -1,0 +1,176 @@
+"""The device plane: DeviceCache, mounts, pinned host plane, 16-bit payloads.
+
+On CPU (always run):
+1. A DeviceCache is a plain DynamicCache: prefill through it is bit-identical, and `mount` of
+   host K/V makes views (no copy, nothing pinned, nothing moved).
+2. Payloads round-trip F32, BF16 and F16 bit for bit, name their dtype, and refuse others.
+3. The residency counts where each get was served from: device plane, host plane, store.
+Marked `gpu` (skipped without CUDA, run on one when available):
+4. A mount from pinned host memory copies layer by layer on a side stream; the forward that
+   waits per layer gives logits bit-identical to the same K/V already on the device.
+5. Warm (stored K/V mounted) vs cold two-stage logits on the GPU in fp32 and bf16; re-seat parity.
+6. The residency pins its host plane and pages in asynchronously.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from grm.grafts import PagingConfig, Residency
+from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
+from grm.kv.device import DeviceCache, mount, pinned
+from grm.kv.forward import prefill
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device on this machine")
+IDS = list(range(40, 120))
+
+
+def _kv(layers: int = 2, tokens: int = 5, dtype: torch.dtype = torch.float32, seed: int = 0) -> KV:
+    g = torch.Generator().manual_seed(seed)
+    shape = (layers, 2, tokens, 16)
+    return KV(torch.randn(shape, generator=g).to(dtype), torch.randn(shape, generator=g).to(dtype))
+
+
+def test_device_cache_is_bit_identical_to_a_dynamic_cache_on_cpu(tiny_models):
+    model = tiny_models["llama"].model
+    plain, ours = DynamicCache(), new_cache()
+    assert isinstance(ours, DeviceCache)
+    a = prefill(model, plain, IDS, 0)
+    b = prefill(model, ours, IDS, 0)
+    assert torch.equal(a, b)
+    stored = kv_from_cache(ours, 0, 60)
+    warm = cache_from_kv(stored)
+    assert torch.equal(prefill(model, warm, IDS[60:], 60), b)
+    assert warm.moved_bytes == 0 and not warm._ready
+
+
+def test_mount_on_cpu_makes_views_and_pins_nothing():
+    kv = _kv()
+    cache = mount(kv, "cpu")
+    assert cache.layers[1].keys.data_ptr() == kv.keys[1].data_ptr()
+    assert cache.get_seq_length() == 5 and cache.moved_bytes == 0
+    if not CUDA:
+        assert pinned(kv) is kv  # nothing to pin without CUDA
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_payloads_round_trip_each_dtype_bit_for_bit(dtype):
+    kv = _kv(dtype=dtype, seed=3)
+    data = kv.to_bytes({"identity": "x"})
+    back, meta = KV.from_bytes(data)
+    assert back.keys.dtype == dtype and meta["identity"] == "x"
+    assert torch.equal(back.keys, kv.keys) and torch.equal(back.values, kv.values)
+    name = {torch.float32: b'"F32"', torch.bfloat16: b'"BF16"', torch.float16: b'"F16"'}[dtype]
+    assert name in data[:400]
+
+
+def test_payloads_refuse_other_dtypes_and_mixed_ones():
+    with pytest.raises(ValueError, match="payloads are F32/BF16/F16"):
+        _kv(dtype=torch.float64).to_bytes({})
+    mixed = KV(_kv().keys, _kv().values.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="payloads are"):
+        mixed.to_bytes({})
+    data = bytearray(_kv().to_bytes({}))
+    at = bytes(data).index(b'"F32"')
+    data[at:at + 5] = b'"I32"'
+    with pytest.raises(ValueError, match="dtype"):
+        KV.from_bytes(bytes(data))
+
+
+def _residency(device_budget: int, host_budget: int, device: str = "cpu") -> tuple[Residency, dict]:
+    payloads = {f"g{i}": _kv(seed=i) for i in range(3)}
+    reads: dict = {"n": 0}
+
+    def load(gid: str) -> KV | None:
+        reads["n"] += 1
+        return payloads.get(gid)
+
+    return Residency(PagingConfig(device_budget=device_budget, host_budget=host_budget), load, device=device), reads
+
+
+def test_residency_counts_each_plane():
+    one = _kv().nbytes
+    planes, reads = _residency(device_budget=one, host_budget=10 * one)
+    assert planes.get("g0") is not None and planes.get("g1") is not None  # two store reads
+    planes.end_turn()  # g0 paged out of the device plane, kept in the host plane
+    planes.get("g1")  # device hit
+    planes.get("g0")  # host hit
+    assert planes.get("missing") is None
+    c = planes.counters
+    assert (c["store_reads"], c["host_hits"], c["device_hits"], c["misses"]) == (2, 1, 1, 1)
+    assert c["host_page_ins"] == c["store_reads"] and reads["n"] == 3
+    assert c["store_bytes_in"] == 2 * one and c["host_bytes_in"] == one
+    tight, reads = _residency(device_budget=0, host_budget=0)
+    tight.get("g0")
+    tight.end_turn()
+    tight.get("g1")
+    tight.end_turn()
+    tight.get("g0")  # dropped from the host plane (over budget): read from the store again
+    assert tight.counters["store_reads"] == 3 and tight.counters["host_hits"] == 0
+
+
+# ----- on a GPU -------------------------------------------------------------------------------
+@pytest.mark.gpu
+@needs_cuda
+def test_pinned_layerwise_mount_is_bit_identical_on_gpu(tmp_path):
+    from grm.models import load_model
+
+    lm = load_model("tiny-random-llama", tmp_path, device="cuda", dtype="float32")
+    dev = lm.model.device
+    cache = new_cache()
+    prefill(lm.model, cache, IDS[:60], 0)
+    stored = kv_from_cache(cache)
+    host = pinned(KV(stored.keys.cpu(), stored.values.cpu()))
+    assert host.keys.is_pinned() and host.values.is_pinned()
+    assert stored.keys.device.type == "cpu"  # K/V GRM keeps lives on the host
+    ref = prefill(lm.model, cache_from_kv(KV(stored.keys.to(dev), stored.values.to(dev))), IDS[60:], 60)
+    mounted = mount(host, dev)
+    assert mounted.moved_bytes == host.nbytes and len(mounted._ready) == stored.keys.shape[0]
+    assert mounted.layers[0].keys.device == dev
+    got = prefill(lm.model, mounted, IDS[60:], 60)
+    assert torch.equal(got, ref) and not mounted._ready
+    lazy = cache_from_kv(KV(stored.keys.cpu(), stored.values.cpu()))  # pageable host K/V, moved on demand
+    assert torch.equal(prefill(lm.model, lazy, IDS[60:], 60), ref) and lazy.moved_bytes == host.nbytes
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_warm_equals_cold_two_stage_on_gpu(make_runtime, tmp_path, dtype):
+    from tests.conftest import lorem
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text(lorem(8, seed=5))
+    text = doc.read_text()
+    store = tmp_path / f"store-{dtype}"
+    rt = make_runtime(store=store, device="cuda", dtype=dtype)
+    assert rt.lm.model.device.type == "cuda" and rt.lm.identity != make_runtime(
+        store=tmp_path / "cpu", device="cpu", dtype=dtype).lm.identity  # the regime is in the identity
+    rt.ingest([doc], progress=False)
+    cold_cache, cold, _, _, _ = rt.exact_context(text + "\nQ?")
+    rt.close()
+    warm_rt = make_runtime(store=store, device="cuda", dtype=dtype)
+    cache, warm, _, from_memory, prefix = warm_rt.exact_context(text + "\nQ?")
+    assert prefix.block_tokens > 0 and from_memory > 0
+    assert int(warm.argmax()) == int(cold.argmax())
+    if dtype == "float32":
+        assert (warm - cold).abs().max() < 1e-3
+    assert warm_rt.selftest.max_rel_error < (1e-4 if dtype == "float32" else 6e-2)  # re-seat parity on GPU
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_residency_pins_the_host_plane_on_gpu():
+    one = _kv().nbytes
+    planes, _ = _residency(device_budget=0, host_budget=10 * one, device="cuda")
+    kv = planes.get("g0")
+    assert kv.keys.device.type == "cuda"
+    planes.end_turn()
+    assert all(h.keys.is_pinned() for h in planes._host.values())
+    again = planes.get("g0")
+    assert planes.counters["host_hits"] == 1 and torch.equal(again.keys.cpu(), _kv(seed=0).keys)
