@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import write_results  # noqa: E402
 
 from grm.store import Store, StoreConfig  # noqa: E402
-from grm.store.sim import flips  # noqa: E402
-from grm.store.sim.crash import check_run  # noqa: E402
-from grm.store.sim.workloads import WORKLOADS  # noqa: E402
+from tests.sim import flips  # noqa: E402
+from tests.sim.crash import check_run  # noqa: E402
+from tests.sim.workloads import WORKLOADS  # noqa: E402
 
 MODES = ("volatile", "async", "normal", "full", "strict")
 KEY = bytes(range(32))

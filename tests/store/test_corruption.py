@@ -1,4 +1,4 @@
-"""Byte-flip sweeps and the I/O-error loop (grm.store.sim.flips): every damaged byte ends as an
+"""Byte-flip sweeps and the I/O-error loop (tests/sim/flips.py): every damaged byte ends as an
 exact prefix, a typed CorruptionError, a catalog rebuild or a payload miss; every failed I/O
 call leaves a store that reopens with the acknowledged state and verified payloads."""
 
@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from grm.store.envelope import Codec
-from grm.store.sim import flips
+from tests.sim import flips
 
 
 @pytest.fixture(autouse=True)

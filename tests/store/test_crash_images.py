@@ -1,4 +1,4 @@
-"""Crash images (grm.store.sim): for every prefix of each workload's file-system operation log,
+"""Crash images (tests/sim): for every prefix of each workload's file-system operation log,
 the disk images a crash could leave are recovered in a fresh store and checked against the
 durability promise. Together the workloads recover > 5,000 distinct images per run."""
 
@@ -11,8 +11,8 @@ import pytest
 from grm.errors import CorruptionError
 from grm.store import MemoryFS, Store, StoreConfig, config
 from grm.store.log import HEADER_SIZE
-from grm.store.sim import crash
-from grm.store.sim.workloads import WORKLOADS
+from tests.sim import crash
+from tests.sim.workloads import WORKLOADS
 from tests.store.helpers import memory_store
 
 SUBSETS = 16  # random subsets of the pending writes per crash point
@@ -36,7 +36,7 @@ def test_workload_minimums_add_up_to_five_thousand_images() -> None:
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_every_crash_image_recovers_an_acknowledged_prefix(name: str) -> None:
-    """See grm.store.sim.crash for the five invariants each image is checked against."""
+    """See tests/sim/crash.py for the five invariants each image is checked against."""
     rep = crash.check_run(name, WORKLOADS[name](), seed=0, subsets=SUBSETS)
     assert rep.violations == []
     assert rep.distinct >= MINIMUM[name], rep

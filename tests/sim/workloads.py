@@ -15,7 +15,7 @@ from pathlib import Path
 
 from grm.store.config import StoreConfig
 from grm.store.record import canonical_json
-from grm.store.sim.recordfs import RecordingFS
+from tests.sim.recordfs import RecordingFS
 from grm.store.store import Store
 
 ROOT = Path("/s")

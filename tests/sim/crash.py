@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from grm.errors import GrmError
 from grm.store.memfs import MemoryFS
-from grm.store.sim.recordfs import Image, images
-from grm.store.sim.workloads import Run, Step, reopen_config, view_of
+from tests.sim.recordfs import Image, images
+from tests.sim.workloads import Run, Step, reopen_config, view_of
 from grm.store.store import Store
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from grm.errors import CorruptionError, GrmError
 from grm.store.config import StoreConfig
 from grm.store.memfs import MemoryFS
-from grm.store.sim.workloads import view_of
+from tests.sim.workloads import view_of
 from grm.store.store import Store
 
 ROOT = "/f"
