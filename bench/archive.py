@@ -3,11 +3,11 @@
 Text: the gensim Lee news corpus. Evaluation = non-overlapping 1,024-seat windows (4 sinks +
 1,020 text tokens) of the first EVAL_ARTICLES articles; codebooks (k = 256, K x4 / V x3 stages,
 plain k-means, stored int8 with a float16 scale per centroid; plus the same stack stored float16,
-and a K x4 / V x2 int8 set with the attention-weighted distortion of grm/archive/metric.py, for
+and a K x4 / V x2 int8 set with the attention-weighted distortion of bench/lib/metric.py, for
 comparison) are trained on K/V harvested from every full window of articles TRAIN_FROM..
 (disjoint, ~51k tokens). Each method is evaluated by mixed-source attention (one pass per window,
-grm/archive/mixed_attention.py); the hybrid K4/V2 pass is checked against the token-by-token
-reference (grm/archive/stepwise.py) on 2 windows, both in float64 (in float32 a near-tied
+bench/lib/mixed_attention.py); the hybrid K4/V2 pass is checked against the token-by-token
+reference (bench/lib/stepwise.py) on 2 windows, both in float64 (in float32 a near-tied
 nearest-centroid choice can flip under rounding noise in one path and not the other). Bytes per
 token are counted from real index streams through both symbol codecs; all-in adds the exact window
 (4 + 32 tokens, fp16) and the codebooks a method uses, amortized over 1k, 32k and 1M tokens.
@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.lib
 from _common import cache_dir, news_corpus, write_results  # noqa: E402
 
 EVAL_ARTICLES = 60  # articles [0, 60) are held out for evaluation (~14k tokens)
@@ -166,13 +167,13 @@ def _codebook_bytes(q) -> int:
 
 def main(args: argparse.Namespace) -> int:
     from grm.archive.codebook_store import archive_stats, load_codebooks, save_codebooks
-    from grm.archive.baselines import KiviConfig, KiviQuantizer
-    from grm.archive.eval import EvalConfig, perplexity, ratio_ci, scored, token_windows
+    from bench.lib.baselines import KiviConfig, KiviQuantizer
+    from bench.lib.eval import EvalConfig, perplexity, ratio_ci, scored, token_windows
     from grm.archive.harvest import harvest
-    from grm.archive.metric import key_weights, value_weights
-    from grm.archive.mixed_attention import MixedSpec, WindowConfig, window_nll
+    from bench.lib.metric import key_weights, value_weights
+    from bench.lib.mixed_attention import MixedSpec, WindowConfig, window_nll
     from grm.archive.rvq import RVQConfig, train_rvq
-    from grm.archive.stepwise import stepwise_nll
+    from bench.lib.stepwise import stepwise_nll
     from grm.dialects import dialect_for
     from grm.models import load_model
     from grm.store import Store, StoreConfig
@@ -362,7 +363,7 @@ def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, 
            f"disjoint articles ({books.train.get('vectors_per_codebook')} vectors per codebook, {books.config.iters} "
            f"Lloyd rounds), stored {books.config.storage_dtype} ({books.stage_nbytes() / 1e6:.2f} MB per stage of "
            f"one side) unless marked float16 ({books16_stage / 1e6:.2f} MB), plain squared-error k-means unless "
-           f"marked attention-weighted (grm/archive/metric.py). fp16 K/V = {fp16:,} B/token; int4 KIVI g32 = {int4:,.0f} B/token."
+           f"marked attention-weighted (bench/lib/metric.py). fp16 K/V = {fp16:,} B/token; int4 KIVI g32 = {int4:,.0f} B/token."
            + (" QUICK RUN (smoke test, not the result)." if quick else ""), "",
            "| method | PPL [95% CI] | PPL / exact [95% CI] | archive B/token (bit-packed / chaos anchors) | "
            "x vs fp16 | x vs int4 | suffix index B/token | all-in x at 1k / 32k* / 1M* |",

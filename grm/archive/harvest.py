@@ -51,7 +51,7 @@ class Harvest:
     kv: KV  # position-free K/V [layers, kv_heads, tokens, head_dim]
     # [layers, kv_heads, head_dim] mean squared query per channel over the kv head's query heads,
     # averaged over each rotary pair (c, c + head_dim/2): invariant to the rotation, so it is the
-    # query energy any relative seat sees. What grm/archive/metric.py weighs key errors by.
+    # query energy any relative seat sees. What bench/lib/metric.py weighs key errors by.
     query_energy: torch.Tensor
 
 

@@ -1,8 +1,8 @@
 """What a K/V quantizer is to the archive's evaluation: a lossy round trip of position-free K/V.
 
-Implemented by `RVQQuantizer` (grm/archive/rvq.py) and `KiviQuantizer` (grm/archive/baselines.py).
+Implemented by `RVQQuantizer` (grm/archive/rvq.py) and `KiviQuantizer` (bench/lib/baselines.py).
 
-Lifecycle: the evaluator (grm/archive/mixed_attention.py, grm/archive/stepwise.py) calls
+Lifecycle: the evaluator (bench/lib/mixed_attention.py, bench/lib/stepwise.py) calls
 `roundtrip(layer, keys, values)` with the position-free keys and the values of a run of tokens
 that starts at a multiple of `group` tokens from the window's first seat, and uses what comes back
 in place of the archived tokens. A quantizer never sees positions.

@@ -20,7 +20,7 @@ bfloat16, float32, or int8 = every centroid row stored as int8 codes times one f
 instead of 128: at 32k stored tokens the codebooks are about half of an archive's all-in bytes.
 
 Distortion: encoding picks, per stage, argmin_c ||w * (r - c)||^2 with per-(layer, head) channel
-weights w (all ones = plain squared error; grm/archive/metric.py gives attention-aware ones), and
+weights w (all ones = plain squared error; bench/lib/metric.py gives attention-aware ones), and
 training runs k-means on w * x, so both minimize the same weighted error.
 
 Serialized layout (safetensors, little-endian; `to_bytes` / `from_bytes`):
@@ -169,7 +169,7 @@ class RVQCodebooks:
     config: RVQConfig
     identity: str  # model identity the codebooks belong to
     train: dict = field(default_factory=dict)  # training facts (JSON-able)
-    # [layers, kv_heads, head_dim] float32 channel weights of the distortion (grm/archive/metric.py);
+    # [layers, kv_heads, head_dim] float32 channel weights of the distortion (bench/lib/metric.py);
     # None = all ones (plain squared error). Encoding picks argmin ||w * (x - c)||^2.
     key_weights: torch.Tensor | None = None
     value_weights: torch.Tensor | None = None
@@ -332,7 +332,7 @@ def train_rvq(kv: KV, config: RVQConfig, identity: str, train_info: dict | None 
               key_weights: torch.Tensor | None = None, value_weights: torch.Tensor | None = None) -> RVQCodebooks:
     """Train every (layer, head, side) codebook stack on position-free K/V [layers, kv_heads, tokens, head_dim].
 
-    With channel weights [layers, kv_heads, head_dim] (grm/archive/metric.py) k-means runs on
+    With channel weights [layers, kv_heads, head_dim] (bench/lib/metric.py) k-means runs on
     w * x, so it minimizes the weighted distortion; the stored centroids are in x's own units.
     """
     layers, heads, n, dim = kv.keys.shape

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grm.archive.baselines import KiviConfig, KiviQuantizer, fake_quant
+from bench.lib.baselines import KiviConfig, KiviQuantizer, fake_quant
 from grm.archive.quantizer import KVQuantizer
 
 

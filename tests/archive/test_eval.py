@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from grm.archive.eval import EvalConfig, perplexity, ratio_ci, scored, token_windows
+from bench.lib.eval import EvalConfig, perplexity, ratio_ci, scored, token_windows
 
 
 def test_windows_are_non_overlapping_full_and_start_with_the_sinks():

@@ -18,11 +18,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grm.archive.baselines import KiviConfig, KiviQuantizer
+from bench.lib.baselines import KiviConfig, KiviQuantizer
 from grm.archive.harvest import harvest, rotate_per_token
-from grm.archive.mixed_attention import ARCHIVE, EVICT, EXACT, MixedSpec, WindowConfig, window_nll
+from bench.lib.mixed_attention import ARCHIVE, EVICT, EXACT, MixedSpec, WindowConfig, window_nll
 from grm.archive.rvq import RVQConfig, RVQQuantizer, train_rvq
-from grm.archive.stepwise import stepwise_nll
+from bench.lib.stepwise import stepwise_nll
 from grm.dialects import dialect_for
 from grm.models.tokenizer import ByteTokenizer
 

@@ -12,7 +12,7 @@ blocks ended on group boundaries), with e the end of the last whole group before
 installed in the cache at each token's own step, never earlier. (Blocks keep the reference fast:
 one quantizer call per layer per block instead of per token.)
 
-`grm.archive.mixed_attention.window_nll` must agree with `stepwise_nll` (|mean NLL delta| < 1e-4):
+`bench.lib.mixed_attention.window_nll` must agree with `stepwise_nll` (|mean NLL delta| < 1e-4):
 that is the check that the one-pass evaluation measures what an archive would really do.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from grm.archive.mixed_attention import ARCHIVE, EVICT, MixedSpec, archived_kv
+from bench.lib.mixed_attention import ARCHIVE, EVICT, MixedSpec, archived_kv
 from grm.kv import new_cache
 
 

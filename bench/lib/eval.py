@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grm.archive.mixed_attention import MixedSpec, window_nll
+from bench.lib.mixed_attention import MixedSpec, window_nll
 
 
 @dataclass(frozen=True)

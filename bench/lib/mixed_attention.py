@@ -9,7 +9,7 @@ One pass computes the same thing. For query t and key j <= t the attention uses
     exact K/V of j      if j < sinks or j > t - recent
     archived K/V of j   otherwise (mode "archive"), or nothing at all (mode "evict")
 
-with one softmax over the union. This equals token-by-token archiving (grm/archive/stepwise.py)
+with one softmax over the union. This equals token-by-token archiving (bench/lib/stepwise.py)
 because every layer's K/V at seat j is computed from hidden states that were themselves produced
 under the same mixed attention at query j, and the archived version of j depends only on exact
 K/V of its quantizer group, which is complete before j leaves the window (grm/archive/quantizer.py).
