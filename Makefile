@@ -19,11 +19,14 @@ $(STAMP): requirements.lock pyproject.toml
 demo: venv
 	$(PY) -m grm demo
 
-# The shared-store tests run a real redis-server (Debian's package) on a loopback port; without
-# it (no root, no apt) they are skipped with a reason.
+# The shared-store tests run a real redis-server (Debian's package) on a loopback port, and the
+# inspector's browser test a headless Chromium (chromium + chromium-driver); without them (no root,
+# no apt) those tests are skipped with a reason.
 services:
 	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null 2>&1 \
 	  || echo "make: redis-server is not installed: the shared-store tests will be skipped" >&2
+	@command -v chromedriver >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
+	  || echo "make: chromium/chromium-driver are not installed: the inspector's browser test will be skipped" >&2
 
 test: venv services
 	$(PY) -m pytest -q -p no:cacheprovider tests

@@ -1,0 +1,56 @@
+"""`grm serve`: the OpenAI-compatible memory server (grm/serve).
+
+    grm serve --keys keys.txt [--host 127.0.0.1] [--port 8420] [--queue N] [--timeout S]
+    grm serve --no-auth                         (loopback host only; every request is --tenant)
+    grm serve --add-key TENANT --keys keys.txt  (prints a new key once; stores its SHA-256)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grm.cli.common import positive_int, runtime_config
+
+
+def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("serve", parents=[common], help="an OpenAI-compatible HTTP server with memory",
+                       description="Serve /v1/chat/completions, /v1/completions and /v1/models (the OpenAI API), "
+                       "memory REST (/v1/memories, /v1/review, /v1/documents), /metrics (Prometheus), /healthz, "
+                       "/readyz and a web memory inspector at /ui. API keys map to tenants (--keys FILE; make "
+                       "one with --add-key TENANT). SIGTERM finishes in-flight requests, then exits.")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8420, help="TCP port (default 8420)")
+    p.add_argument("--keys", metavar="FILE", help="API keys file: one 'TENANT sha256:HEX' a line")
+    p.add_argument("--no-auth", action="store_true",
+                   help="no API keys: every request is --tenant (only with a loopback --host)")
+    p.add_argument("--add-key", metavar="TENANT",
+                   help="make a key for TENANT, add its hash to --keys FILE, print the key, exit")
+    p.add_argument("--queue", type=positive_int, default=16, metavar="N",
+                   help="requests that may wait for the model; one more gets 429 (default 16)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="seconds before a request gets 504 and its generation stops (default 300)")
+    p.add_argument("--max-tokens", type=positive_int, default=256, metavar="N",
+                   help="generation limit when a request gives no max_tokens (default 256)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from grm.errors import UserInputError
+    from grm.serve.auth import add_key
+    from grm.serve.config import ServeConfig
+
+    if args.add_key:
+        if not args.keys:
+            raise UserInputError("--add-key needs --keys FILE (where the key's hash is kept)")
+        key = add_key(Path(args.keys), args.add_key)
+        print(key)
+        print(f"grm: added a key for tenant {args.add_key} to {args.keys}; it is shown only now", file=sys.stderr)
+        return 0
+    config = ServeConfig(host=args.host, port=args.port, keys=Path(args.keys).expanduser() if args.keys else None,
+                         no_auth=args.no_auth, tenant=args.tenant, queue=args.queue, timeout_s=args.timeout,
+                         max_tokens=args.max_tokens)
+    from grm.serve.server import serve
+
+    return serve(runtime_config(args), config)

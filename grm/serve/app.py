@@ -1,0 +1,83 @@
+"""The ASGI app: routes, auth, body limit, errors in the OpenAI shape, health and metrics.
+
+`create_app(engine, config, keyring, metrics)` assembles it; grm/serve/server.py runs it under
+uvicorn. GET /healthz answers while the process is up; GET /readyz 200 once the model is loaded,
+the store open and the worker running (503 while starting or draining). GET /metrics is the
+Prometheus text exposition, filtered to the caller's tenant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from grm.errors import GrmError, UserInputError
+from grm.serve import memory_api, openai_api, ui
+from grm.serve.errors import ApiError
+from grm.serve.http import AuthMiddleware, BodyLimit, tenant_of
+
+log = logging.getLogger("grm.serve")
+
+
+async def healthz(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    engine = request.app.state.engine
+    if engine.ready:
+        return JSONResponse({"status": "ready", "model": engine.model_name})
+    return JSONResponse({"status": "not ready"}, status_code=503)
+
+
+async def metrics(request: Request) -> Response:
+    body = request.app.state.metrics.render(tenant_of(request))
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _grm_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, UserInputError):
+        return ApiError(400, str(exc)).response()
+    log.error("request failed: %s: %s", type(exc).__name__, exc)
+    return ApiError(500, f"{type(exc).__name__}: {exc}", "server_error").response()
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 404)
+    msg = "no such endpoint" if status == 404 else "method not allowed" if status == 405 else str(exc)
+    return ApiError(status, f"{msg}: {request.method} {request.url.path}", "invalid_request_error",
+                    "unknown_url" if status == 404 else None).response()
+
+
+def create_app(engine: Any, config: Any, keyring: Any, metrics_: Any) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        yield
+        # uvicorn calls this after it stopped accepting and in-flight requests finished (SIGTERM):
+        # the worker drains what is queued, then the store closes (nothing acknowledged is lost).
+        engine.close(timeout=config.drain_s)
+
+    routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
+              *openai_api.ROUTES, *memory_api.ROUTES, *ui.ROUTES]
+    app = Starlette(
+        routes=routes, lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, limit=config.max_body_bytes),
+                    Middleware(AuthMiddleware, keyring=keyring, no_auth_tenant=config.tenant if config.no_auth else None)],
+        exception_handlers={ApiError: _api_error, GrmError: _grm_error, 404: _not_found, 405: _not_found},
+    )
+    app.state.engine, app.state.config, app.state.keyring, app.state.metrics = engine, config, keyring, metrics_
+    app.state.started = int(time.time())
+    return app

@@ -1,0 +1,115 @@
+"""Prometheus metrics (prometheus_client, a registry of the server's own), per tenant.
+
+Names follow vLLM's prefix-cache counters, counted in tokens:
+    grm:prefix_cache_queries_total{tenant}   prompt tokens of answered requests
+    grm:prefix_cache_hits_total{tenant}      of those, tokens served from stored K/V
+    grm:requests_total{tenant,endpoint,memory}
+    grm:requests_rejected_total{tenant}      429s (queue full)
+    grm:time_to_first_token_seconds{tenant,memory}   histogram
+    grm:request_duration_seconds{tenant,memory}      histogram
+    grm:queue_wait_seconds{tenant}                   histogram
+    grm:page_ins_total{tenant,plane} / grm:page_outs_total{tenant}   graft K/V paging
+    grm:store_bytes{tenant,tier}             payload bytes by tier (exact | archived)
+    grm:queue_depth                          requests waiting for the model worker (no tenant)
+A client sees only the samples labelled with its own tenant (and the unlabelled queue depth).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+ARCHIVED_KINDS = ("archive", "codebook")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.queries = Counter("grm:prefix_cache_queries", "Prompt tokens of answered requests", ["tenant"],
+                               registry=r)
+        self.hits = Counter("grm:prefix_cache_hits", "Prompt tokens served from stored K/V", ["tenant"], registry=r)
+        self.requests = Counter("grm:requests", "Answered generation requests", ["tenant", "endpoint", "memory"],
+                                registry=r)
+        self.rejects = Counter("grm:requests_rejected", "Requests refused with 429 (queue full)", ["tenant"],
+                               registry=r)
+        self.ttft = Histogram("grm:time_to_first_token_seconds", "Time to first token", ["tenant", "memory"],
+                              buckets=BUCKETS, registry=r)
+        self.duration = Histogram("grm:request_duration_seconds", "Generation request duration",
+                                  ["tenant", "memory"], buckets=BUCKETS, registry=r)
+        self.wait = Histogram("grm:queue_wait_seconds", "Time a request waited for the model worker", ["tenant"],
+                              buckets=BUCKETS, registry=r)
+        self.depth = Gauge("grm:queue_depth", "Requests waiting for the model worker", registry=r)
+        self._engine: Any = None
+        r.register(_StoreCollector(self))
+
+    def bind_engine(self, engine: Any) -> None:
+        self._engine = engine
+        self.depth.set_function(lambda: engine.queue_depth)
+
+    def observe_answer(self, tenant: str, endpoint: str, ans: Any, memory: bool) -> None:
+        m = "on" if memory else "off"
+        self.queries.labels(tenant).inc(ans.prompt_tokens)
+        self.hits.labels(tenant).inc(ans.tokens_from_memory)
+        self.requests.labels(tenant, endpoint, m).inc()
+        self.ttft.labels(tenant, m).observe(ans.ttft_s)
+        self.duration.labels(tenant, m).observe(ans.total_s)
+
+    def queue_wait(self, tenant: str, seconds: float) -> None:
+        self.wait.labels(tenant).observe(seconds)
+
+    def rejected(self, tenant: str) -> None:
+        self.rejects.labels(tenant).inc()
+
+    def hit_rate(self, tenant: str) -> tuple[float, float]:
+        """(hit tokens, query tokens) of `tenant` so far."""
+        return self.hits.labels(tenant)._value.get(), self.queries.labels(tenant)._value.get()
+
+    def render(self, tenant: str) -> bytes:
+        """The text exposition with only `tenant`'s samples (and unlabelled ones)."""
+        return generate_latest(_TenantView(self.registry, tenant))
+
+
+class _StoreCollector:
+    """Page-ins/outs and store bytes, read at scrape time from the engine's tenants."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self):
+        engine = self.metrics._engine
+        ins = CounterMetricFamily("grm:page_ins", "Graft K/V payloads paged in", labels=["tenant", "plane"])
+        outs = CounterMetricFamily("grm:page_outs", "Graft K/V payloads paged out of the device plane",
+                                   labels=["tenant"])
+        size = GaugeMetricFamily("grm:store_bytes", "Payload bytes stored, by tier", labels=["tenant", "tier"])
+        if engine is not None:
+            for tenant, view in list(engine._views.items()):
+                c = view.residency.counters
+                ins.add_metric([tenant, "device"], c.get("device_page_ins", 0))
+                ins.add_metric([tenant, "host"], c.get("host_page_ins", 0))
+                outs.add_metric([tenant], c.get("page_outs", c.get("device_page_outs", 0)))
+            try:
+                tenants = engine.rt.store.stats()["tenants"]
+            except Exception:  # a closed store during shutdown: no figures
+                tenants = {}
+            for tenant, kinds in tenants.items():
+                tiers = {"exact": 0, "archived": 0}
+                for kind, s in kinds.items():
+                    tiers["archived" if kind.startswith(ARCHIVED_KINDS) else "exact"] += s["payload_bytes"]
+                for tier, n in tiers.items():
+                    size.add_metric([tenant, tier], n)
+        yield from (ins, outs, size)
+
+
+class _TenantView:
+    def __init__(self, registry: CollectorRegistry, tenant: str) -> None:
+        self.registry, self.tenant = registry, tenant
+
+    def collect(self):
+        for metric in self.registry.collect():
+            out = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            out.samples = [s for s in metric.samples if s.labels.get("tenant", self.tenant) == self.tenant]
+            yield out

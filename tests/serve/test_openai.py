@@ -1,0 +1,117 @@
+"""The OpenAI endpoints through the official `openai` client against a running server.
+
+Expectations:
+1. /v1/models lists the loaded model; chat and text completions answer, streaming and not, and
+   the streamed pieces add up to the non-streamed answer (greedy decoding is deterministic).
+2. usage.prompt_tokens_details.cached_tokens = tokens served from stored K/V; the `grm` object
+   says the same; `"grm": {"memory": false}` loads and stores nothing.
+3. A conversation resent with its history plus a new message loads the earlier turns from memory.
+4. max_tokens and stop are honoured.
+"""
+
+from __future__ import annotations
+
+import httpx2 as httpx
+import pytest
+
+from tests.serve.conftest import MODEL
+
+
+def chat(client, messages, **kw):
+    return client.chat.completions.create(model=MODEL, messages=messages, temperature=0, **kw)
+
+
+def test_models_lists_the_loaded_model(server):
+    models = server.client().models.list()
+    assert [m.id for m in models.data] == [MODEL]
+
+
+def test_chat_completion_answers_with_usage_and_grm_object(server):
+    r = chat(server.client(), [{"role": "user", "content": "Say something about harbors."}], max_tokens=6)
+    assert r.object == "chat.completion" and r.model == MODEL
+    msg = r.choices[0].message
+    assert msg.role == "assistant" and isinstance(msg.content, str)
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert 0 < r.usage.completion_tokens <= 6
+    extra = r.model_extra["grm"]
+    assert r.usage.prompt_tokens_details.cached_tokens == extra["tokens_from_memory"]
+    assert extra["tokens_from_memory"] + extra["tokens_computed"] == r.usage.prompt_tokens
+    for field in ("mounted", "lossy", "abstained", "mode"):
+        assert field in extra
+
+
+def test_chat_stream_adds_up_to_the_non_streamed_answer(server):
+    messages = [{"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Name a river in the north."}]
+    full = chat(server.client(), messages, max_tokens=12).choices[0].message.content
+    chunks = list(chat(server.client(), messages, max_tokens=12, stream=True,
+                       stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes in (["stop"], ["length"])
+    assert chunks[-1].choices == [] and chunks[-1].usage.prompt_tokens > 0
+
+
+def test_completion_stream_and_not_agree(server):
+    c = server.client()
+    full = c.completions.create(model=MODEL, prompt="The orchard in winter", max_tokens=10, temperature=0)
+    assert full.object == "text_completion"
+    pieces = list(c.completions.create(model=MODEL, prompt="The orchard in winter", max_tokens=10, stream=True))
+    assert "".join(p.choices[0].text for p in pieces) == full.choices[0].text
+    assert pieces[-1].choices[0].finish_reason == full.choices[0].finish_reason
+    assert pieces[-1].model_extra["grm"]["mode"] == "exact"
+
+
+def test_max_tokens_limits_the_answer(server):
+    r = server.client().completions.create(model=MODEL, prompt="Count: one two", max_tokens=3, temperature=0)
+    assert r.usage.completion_tokens <= 3
+    long = server.client().completions.create(model=MODEL, prompt="Count: one two", max_tokens=24, temperature=0)
+    assert len(r.choices[0].text) <= len(long.choices[0].text)
+
+
+def test_stop_string_cuts_the_answer(server):
+    c = server.client()
+    prompt = "Station log, morning entry:"
+    full = c.completions.create(model=MODEL, prompt=prompt, max_tokens=24, temperature=0).choices[0].text
+    clean = [i for i in range(1, len(full) - 1) if full[i] != "\ufffd" and full[i] not in full[:i]]
+    if not clean:
+        pytest.skip("the random model's answer has no usable stop character")
+    stop = full[clean[0]]
+    cut = c.completions.create(model=MODEL, prompt=prompt, max_tokens=24, temperature=0, stop=[stop])
+    assert cut.choices[0].text in (full[:clean[0]], full[:clean[0]].strip())
+
+
+def test_conversation_history_hits_memory_on_the_next_turn(server):
+    c = server.client()
+    history = [{"role": "system", "content": "You are the harbor station's assistant. " * 8},
+               {"role": "user", "content": "Who keeps the north light?"}]
+    first = chat(c, history, max_tokens=8)
+    history += [{"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": "And the south one?"}]
+    second = chat(c, history, max_tokens=8)
+    reused = second.usage.prompt_tokens_details.cached_tokens
+    # everything the first turn read (its prompt) is loaded, not recomputed, on the second turn
+    assert reused >= first.usage.prompt_tokens - 1, (reused, first.usage.prompt_tokens)
+    assert second.model_extra["grm"]["tokens_computed"] < second.usage.prompt_tokens - first.usage.prompt_tokens + 64
+
+
+def test_memory_off_loads_and_stores_nothing(server):
+    c = server.client()
+    messages = [{"role": "user", "content": "A question asked only without memory, twice."}]
+    for _ in range(2):
+        r = chat(c, messages, max_tokens=4, extra_body={"grm": {"memory": False}})
+        assert r.usage.prompt_tokens_details.cached_tokens == 0
+        assert r.model_extra["grm"]["memory"] is False
+    on = chat(c, messages, max_tokens=4)  # nothing was stored by the two requests above
+    assert on.usage.prompt_tokens_details.cached_tokens < on.usage.prompt_tokens // 2
+
+
+def test_memory_command_in_a_chat_message_is_executed_not_answered(server):
+    c = server.client("alice")
+    r = chat(c, [{"role": "user", "content": "remember permanently: the ferry leaves at 7"}], max_tokens=8)
+    assert "ferry" in r.choices[0].message.content
+    assert r.model_extra["grm"]["command"]["changed"] is True
+    found = httpx.get(server.url + "/v1/memories", params={"query": "ferry"}, headers=server.headers("alice")).json()
+    assert [m["memory"] for m in found["results"]] == ["the ferry leaves at 7"]
