@@ -2,11 +2,21 @@
 
 A chain starts at the sinks (stored once per model identity under the system tenant) and each
 block is read after the previous one at the next seats; its fingerprint binds (identity, tenant,
-parent fingerprint, bytes, token ids). Loading a prompt walks the chain from the sinks, taking
-at each step the stored child whose text is a byte prefix of what is left of the prompt, and
-serves it only if every check passes: catalog digest (the store re-hashes the payload), the
-payload's bound identity, tenant, fingerprint, seat, text and token ids, and tensor geometry.
-The first check that fails ends the walk: that block and everything after it are recomputed.
+parent fingerprint, bytes, token ids), and its catalog row keeps its text and token ids.
+
+Matching is by exact bytes: a prompt walks the chain from the sinks, taking at each step the
+stored child whose text is a byte prefix of what is left of the prompt and whose (bytes, ids)
+fingerprint to its key; only what follows the last matched block is tokenized. So a document
+followed by anything ("...end.\n" + "\n\nQuestion: ...") hits all of its blocks, whatever the
+tokenizer would have merged across the boundary; the cold reference for bit-identity is the same
+segmented token sequence (blocks' ids, then the rest's). A matched block is served only if every
+check passes: catalog digest (the store re-hashes the payload), the payload's bound identity,
+tenant, fingerprint, seat, text and token ids, and tensor geometry. The first check that fails
+ends the walk: that block and everything after it are recomputed (with the same token ids).
+
+Surface for the other planes: `sinks()`, `put_block()` (bind + store one block's K/V),
+`load_verified()` (one record, counted as a hit or a miss), `load_prefix()` / `match()`, `ingest()`,
+and `stats()`; nothing else reaches into its counters.
 """
 
 from __future__ import annotations
@@ -26,10 +36,13 @@ from grm.exact.fingerprint import fingerprint
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
-from grm.models.identity import PAYLOAD_FORMAT_VERSION
-from grm.store import Record, Store
+from grm.kv.payload import parse_header
+from grm.store import Record
+from grm.store.tenant import SYSTEM_TENANT
+from grm.store.backend import ScatterReads, StoreBackend
+from grm.store.kinds import BLOCK, DOCUMENT, SINKS
 
-SYSTEM_TENANT = "_system"
+MAX_CHAIN = 4096  # blocks one prompt may match (bounds the walk down the chain tree)
 READ_WORKERS = 2  # threads reading + hashing payloads of one prefix  # holds model-derived records only (the sinks); never user data
 log = logging.getLogger("grm.exact")
 
@@ -58,7 +71,8 @@ class Prefix:
     # Blocks the prompt matched by bytes after the first one that failed a check: recomputed one
     # block per forward call, as at ingest, so the result is bit-identical to a clean load.
     pending: list[Block] = field(default_factory=list)
-    matched_tokens: int = 0  # prompt tokens covered by matched blocks (served or pending)
+    matched_tokens: int = 0  # tokens of matched blocks (served or pending)
+    rest: str = ""  # the prompt's text after the matched blocks, tokenized on its own
 
     @property
     def tokens(self) -> int:
@@ -76,7 +90,7 @@ class IngestResult:
 
 
 class ExactMemory:
-    def __init__(self, store: Store, lm: LoadedModel, dialect: Dialect, tenant: str, config: ExactConfig) -> None:
+    def __init__(self, store: StoreBackend, lm: LoadedModel, dialect: Dialect, tenant: str, config: ExactConfig) -> None:
         self.store, self.lm, self.dialect, self.tenant, self.config = store, lm, dialect, tenant, config
         self._sinks: KV | None = None
         self.sink_ids = list(lm.tokenizer.sink_ids)
@@ -88,7 +102,7 @@ class ExactMemory:
     def sinks(self) -> KV:
         """K/V of the sinks: from RAM, else from the store (verified), else computed and stored."""
         if self._sinks is None:
-            rec = self.store.get(SYSTEM_TENANT, "sinks", self.sink_fp)
+            rec = self.store.get(SYSTEM_TENANT, SINKS, self.sink_fp)
             kv = self.verified(rec, SYSTEM_TENANT, self.sink_fp, "", 0, self.sink_ids) if rec else None
             if kv is None:
                 self.counters["sink_recomputes"] += 1
@@ -96,12 +110,32 @@ class ExactMemory:
                 prefill(self.lm.model, cache, self.sink_ids, 0)
                 kv = kv_from_cache(cache)
                 meta = self.bind(SYSTEM_TENANT, self.sink_fp, "", 0, "", self.sink_ids)
-                self.store.put(SYSTEM_TENANT, "sinks", self.sink_fp, meta={"seat": 0, "tokens": len(self.sink_ids)},
+                self.store.put(SYSTEM_TENANT, SINKS, self.sink_fp, meta={"seat": 0, "tokens": len(self.sink_ids)},
                                payload=kv.to_bytes(meta))
             self._sinks = kv
         return self._sinks
 
+    def stats(self) -> dict[str, int]:
+        """Hit/miss accounting: blocks served, blocks that failed a check, sinks recomputed, scatter loads."""
+        return dict(self.counters)
+
     # ----- binding and verification ------------------------------------------------------------
+    def put_block(self, kv: KV, fp: str, parent: str, seat: int, text: str, ids: list[int],
+                  meta: dict | None = None) -> None:
+        """Store one block's K/V bound to (identity, tenant, fingerprint, parent, seat, text, ids);
+        its catalog row keeps the text and token ids that byte-exact matching needs."""
+        bound = self.bind(self.tenant, fp, parent, seat, text, ids)
+        self.store.put(self.tenant, BLOCK, fp, parent=parent, text=text, payload=kv.to_bytes(bound),
+                       meta={"seat": seat, "tokens": len(ids), "ids": list(ids), **(meta or {})})
+
+    def load_verified(self, rec: Record, parent: str, seat: int, ids: list[int], text: str) -> KV | None:
+        """One stored block of this tenant, served only if every check passes; counted as a hit or
+        a miss (a miss is logged once per record)."""
+        kv = self.verified(rec, self.tenant, rec.key, parent, seat, ids, text)
+        if kv is not None:
+            self.counters["block_hits"] += 1
+        return kv
+
     def bind(self, tenant: str, fp: str, parent: str, seat: int, text: str, ids: list[int]) -> dict[str, str]:
         return {
             "identity": self.lm.identity, "tenant": tenant, "fingerprint": fp, "parent": parent,
@@ -128,6 +162,11 @@ class ExactMemory:
             return self._miss(rec, f"geometry {tuple(kv.keys.shape)} {kv.keys.dtype} does not fit the model")
         return kv
 
+    def count_miss(self) -> None:
+        """A record that could not be served and was not seen by `verified` (e.g. a fingerprint
+        that does not match its key): counted as a miss."""
+        self.counters["block_misses"] += 1
+
     def _miss(self, rec: Record, why: str) -> None:
         self.counters["block_misses"] += 1
         if rec.key not in self._warned:
@@ -141,7 +180,7 @@ class ExactMemory:
         sinks = self.sinks()
         limit = self.dialect.max_positions - self.config.window_reserve - sinks.tokens
         blocks, fps, truncated = self._plan(text, limit)
-        missing = next((i for i, fp in enumerate(fps) if self.store.get(self.tenant, "block", fp) is None), len(fps))
+        missing = next((i for i, fp in enumerate(fps) if not self.stored(fp)), len(fps))
         computed = 0
         if missing < len(fps):
             # Rebuild the cache up to the first missing block from memory, then compute the rest.
@@ -156,9 +195,8 @@ class ExactMemory:
                 parent = fps[i - 1] if i else self.sink_fp
                 prefill(self.lm.model, cache, list(block.ids), seat)
                 kv = kv_from_cache(cache, seat, seat + len(block.ids))
-                meta = self.bind(self.tenant, fp, parent, seat, block.text, list(block.ids))
-                self.store.put(self.tenant, "block", fp, parent=parent, text=block.text, payload=kv.to_bytes(meta),
-                               meta={"seat": seat, "tokens": len(block.ids), "doc": name, "index": i, "layout": "chain"})
+                self.put_block(kv, fp, parent, seat, block.text, list(block.ids),
+                               {"doc": name, "index": i, "layout": "chain"})
                 seat += len(block.ids)
                 computed += 1
                 if progress:
@@ -166,9 +204,19 @@ class ExactMemory:
         elif progress:
             progress(len(blocks))
         data = text.encode()
-        self.store.put(self.tenant, "document", hashlib.sha256(data).hexdigest(), payload=data,
+        self.store.put(self.tenant, DOCUMENT, hashlib.sha256(data).hexdigest(), payload=data,
                        meta={"name": name, "layout": "chain", "blocks": fps, "bytes": len(data)})
         return IngestResult(name, len(blocks), computed, sum(len(b.ids) for b in blocks), truncated, fps)
+
+    def chain_fingerprint(self, parent: str, text: str, ids: list[int]) -> str:
+        """The key of a block of this tenant read after `parent` (a block key or the sinks')."""
+        return fingerprint(self.lm.identity, self.tenant, parent, text.encode(), list(ids))
+
+    def stored(self, fp: str) -> bool:
+        """Whether block `fp` is stored in a form byte-exact matching can serve (its row keeps its
+        token ids; rows written before they were kept are recomputed and rewritten)."""
+        rec = self.store.get(self.tenant, BLOCK, fp)
+        return rec is not None and isinstance(rec.meta.get("ids"), list)
 
     def plan_blocks(self, text: str) -> int:
         """How many blocks `text` becomes (for progress bars)."""
@@ -200,7 +248,7 @@ class ExactMemory:
         checked from its header before a byte of tensor data is read. None when any block does not
         verify this way (or the store cannot read so): `_walk` then decides, counts and logs."""
         n = next((i for i, r in enumerate(rows) if r is None), len(rows))
-        if n == 0 or not hasattr(self.store, "read_payload_into"):
+        if n == 0 or not isinstance(self.store, ScatterReads):
             return None
         d = self.dialect
         seats = [sinks.tokens]
@@ -217,22 +265,14 @@ class ExactMemory:
         def plan(i: int) -> Callable[[bytes], list[memoryview] | None]:
             block, t0, t1 = blocks[i], seats[i], seats[i + 1]
             want = self.bind(self.tenant, fps[i], fps[i - 1] if i else self.sink_fp, t0, block.text, list(block.ids))
-            size = d.n_layers * d.kv_heads * (t1 - t0) * d.head_dim * 4
+            geometry = (d.n_layers, d.kv_heads, t1 - t0, d.head_dim)
 
             def buffers(header: bytes) -> list[memoryview] | None:
                 try:
-                    h = json.loads(header)
+                    h = parse_header(header)
                 except ValueError:
                     return None
-                meta = h.pop("__metadata__", None) or {}
-                if meta.get("grm_format") != str(PAYLOAD_FORMAT_VERSION) or any(
-                        meta.get(k) != v for k, v in want.items()):
-                    return None
-                shp = [d.n_layers, d.kv_heads, t1 - t0, d.head_dim]
-                if (set(h) != {"keys", "values"} or any(h[t].get("dtype") != "F32" or h[t].get("shape") != shp
-                                                        for t in h)
-                        or h["keys"].get("data_offsets") != [0, size]
-                        or h["values"].get("data_offsets") != [size, 2 * size]):
+                if h.dtype != "F32" or h.shape != geometry or any(h.meta.get(k) != v for k, v in want.items()):
                     return None
                 return [memoryview(arr[layer, head, t0:t1]).cast("B") for arr in (kn, vn)
                         for layer in range(d.n_layers) for head in range(d.kv_heads)]
@@ -250,7 +290,7 @@ class ExactMemory:
     def _walk(self, blocks: list[Block], fps: list[str]) -> Prefix:
         """Load known blocks in order until one fails a check."""
         sinks = self.sinks()
-        rows = [self.store.get(self.tenant, "block", fp) for fp in fps]
+        rows = [self.store.get(self.tenant, BLOCK, fp) for fp in fps]
         fast = self._walk_into(blocks, fps, rows, sinks)
         if fast is not None:
             return fast
@@ -278,43 +318,47 @@ class ExactMemory:
         last_id = blocks[len(recs) - 1].ids[-1] if recs else self.sink_ids[-1]
         return Prefix(KV.cat(parts), sinks.tokens, seat - sinks.tokens, covered, recs, misses, last_id)
 
-    def match(self, prompt: str, ids: list[int]) -> tuple[list[Block], list[str], int, int]:
+    def match(self, prompt: str) -> tuple[list[Block], list[str], int]:
         """Stored chain blocks the prompt starts with, found in the catalog (nothing loaded):
-        (blocks, fingerprints, bytes covered, tokens covered). A block matches where the prompt's
-        bytes start with its text AND the prompt's next token ids fingerprint to its key."""
+        (blocks with their stored token ids, fingerprints, bytes covered). A block matches where
+        the prompt's bytes at that point start with its text and (parent, text, ids) fingerprint to
+        its key. Of all matching paths down the chain tree (a section and a chain block may both
+        start a prompt) the one covering the most bytes wins. The prompt is not tokenized."""
         data = prompt.encode()
-        blocks: list[Block] = []
-        fps: list[str] = []
-        pos, tpos, parent = 0, 0, self.sink_fp
-        while pos < len(data):
-            children = [r for r in self.store.children(self.tenant, "block", parent) if r.text]
-            found = None
-            for rec in sorted(children, key=lambda r: -len(r.text.encode())):
-                piece = rec.text.encode()
-                n = int(rec.meta.get("tokens", 0))
-                if n <= 0 or not data.startswith(piece, pos):  # byte comparison against the prompt
-                    continue
-                span = ids[tpos : tpos + n]
-                if len(span) == n and fingerprint(self.lm.identity, self.tenant, parent, piece, span) == rec.key:
-                    found = (Block(rec.text, tuple(span)), rec.key)
-                    break
-            if found is None:
-                break
-            blocks.append(found[0])
-            fps.append(found[1])
-            pos += len(found[0].text.encode())
-            tpos += len(found[0].ids)
-            parent = found[1]
-        return blocks, fps, pos, tpos
+        best: dict[str, tuple[int, list[tuple[Block, str]]]] = {}  # node -> (bytes, path) below it
 
-    def load_prefix(self, prompt: str, prompt_ids: list[int] | None = None) -> Prefix:
-        """The longest run of stored blocks the prompt starts with, verified; the rest is the
-        caller's. The prompt is read as one tokenization (`prompt_ids`)."""
-        ids = self.lm.tokenizer.encode(prompt) if prompt_ids is None else prompt_ids
-        blocks, fps, pos, tpos = self.match(prompt, ids)
+        def below(parent: str, pos: int, depth: int) -> tuple[int, list[tuple[Block, str]]]:
+            if parent in best:
+                return best[parent]
+            out: tuple[int, list[tuple[Block, str]]] = (0, [])
+            if pos < len(data) and depth < MAX_CHAIN:
+                for rec in self.store.children(self.tenant, BLOCK, parent):
+                    piece = rec.text.encode() if rec.text else b""
+                    if not piece or not data.startswith(piece, pos):
+                        continue
+                    ids = rec.meta.get("ids")
+                    if not isinstance(ids, list) or not ids or not all(isinstance(t, int) for t in ids):
+                        continue  # a row from before ids were kept: recomputed (and rewritten by ingest)
+                    if fingerprint(self.lm.identity, self.tenant, parent, piece, ids) != rec.key:
+                        continue
+                    n, path = below(rec.key, pos + len(piece), depth + 1)
+                    if len(piece) + n > out[0]:
+                        out = (len(piece) + n, [(Block(rec.text, tuple(ids)), rec.key), *path])
+            best[parent] = out
+            return out
+
+        covered, path = below(self.sink_fp, 0, 0)
+        return [b for b, _ in path], [k for _, k in path], covered
+
+    def load_prefix(self, prompt: str, matched: tuple[list[Block], list[str], int] | None = None) -> Prefix:
+        """The longest run of stored blocks the prompt starts with, verified; `rest` is the text
+        after the matched blocks (the caller tokenizes it alone). `matched`: `match(prompt)`'s
+        result when the caller already has it (the catalog is walked once per prompt)."""
+        blocks, fps, pos = self.match(prompt) if matched is None else matched
         prefix = self._walk(blocks, fps)
         prefix.pending = blocks[len(prefix.blocks):]
         prefix.matched_bytes = pos
-        prefix.matched_tokens = tpos
+        prefix.matched_tokens = sum(len(b.ids) for b in blocks)
+        prefix.rest = prompt.encode()[pos:].decode("utf-8")  # blocks end on character boundaries
         self.counters["block_hits"] += len(prefix.blocks)
         return prefix

@@ -21,6 +21,7 @@ from grm.kv.forward import prefill
 from grm.route import CHANNELS, Hit, LexicalConfig, combine, search
 from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, score, span_keys
 from grm.store import Record
+from grm.store.kinds import BLOCK
 
 log = logging.getLogger("grm.grafts")
 
@@ -105,7 +106,7 @@ class GraftMemory:
         ex = self.exact
         kv, exact = None, rec  # exact: the record holding the exact payload, if any
         if g.block is not None:
-            exact = self.store.get(self.tenant, "block", g.block)
+            exact = self.store.get(self.tenant, BLOCK, g.block)
             if exact is not None:
                 kv = ex.verified(exact, self.tenant, exact.key, exact.parent or "", g.seat, list(g.ids), g.text)
         elif rec.payload is not None:
@@ -118,7 +119,7 @@ class GraftMemory:
                 self.lossy_ids.add(gid)
                 return mount.kv
         if kv is None and exact is None:
-            ex.counters["block_misses"] += 1
+            ex.count_miss()
         self.lossy_ids.discard(gid)
         return kv
 
@@ -162,10 +163,12 @@ class GraftMemory:
         payload and its dense key; idempotent."""
         out = []
         for key in block_keys:
-            block = self.store.get(self.tenant, "block", key)
+            block = self.store.get(self.tenant, BLOCK, key)
             if block is None or block.parent != self.exact.sink_fp:
                 continue
-            ids = self.lm.tokenizer.encode(block.text or "")
+            ids = block.meta.get("ids")
+            if not isinstance(ids, list):  # a row from before ids were kept: its own reading
+                ids = self.lm.tokenizer.encode(block.text or "")
             seat = int(block.meta.get("seat", 0))
             gid = graft_id(self.lm.identity, self.tenant, "document", seat, block.text or "", ids, key)
             if self.store.get(self.tenant, KIND, gid) is None:

@@ -91,6 +91,15 @@ class PolicyMemory:
         self.folder = Folder(store, self.config)
         self.lock = threading.RLock()
 
+    def configure(self, **changes: object) -> None:
+        """Move this tenant's one policy memory to another session/project or other numbers
+        (PolicyConfig fields; the tenant cannot change). A chat calls it when it starts."""
+        if "tenant" in changes and changes["tenant"] != self.tenant:
+            raise UserInputError("a PolicyMemory serves one tenant; open another for another tenant")
+        with self.lock:
+            self.config = replace(self.config, **changes)
+            self.folder.config = self.config
+
     # ---- the chat loop -----------------------------------------------------------------------
 
     def handle(self, text: str, *, evidence_id: str, now: float | None = None) -> CommandResult | None:

@@ -27,14 +27,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from grm.errors import UserInputError
-from grm.grafts import Mount, build
+from grm.grafts import build
 from grm.kv import crop, kv_from_cache
 from grm.kv.forward import prefill
-from grm.runtime.generate import greedy
-from grm.runtime.policy_glue import PolicyGlue, evidence_id
+from grm.runtime.answer import Generation, Ready, graft_mount, mount_routed, route_grafts, run
+from grm.runtime.policy_glue import evidence_id
 
 if TYPE_CHECKING:
-    from grm.runtime.runtime import Runtime
+    from grm.runtime.answer import Context
+    from grm.runtime.policy_glue import PolicyGlue
 
 TURN_PROMPT = "User: {text}\nAssistant:"
 TURN_END = "\n\n"  # ends every harvested turn, so mounted turns read as separate exchanges
@@ -69,15 +70,16 @@ class Reply:
 
 
 class ChatSession:
-    def __init__(self, rt: "Runtime", clear_context: bool = False, window_turns: int = 4, fold: bool = False,
-                 digester=None, policy: dict | None = None) -> None:
+    def __init__(self, ctx: "Context", glue: "PolicyGlue", clear_context: bool = False, window_turns: int = 4,
+                 fold: bool = False, digester=None, policy: dict | None = None) -> None:
         if window_turns < 0:
             raise UserInputError("window_turns must be >= 0")
-        self.rt, self.clear_context = rt, clear_context
+        self.ctx, self.clear_context = ctx, clear_context
         self.window: deque[str] = deque(maxlen=window_turns)
         self.session = secrets.token_hex(4)
         self.turn = 0
-        self.glue = PolicyGlue(rt, self.session, policy)
+        self.glue = glue
+        glue.begin(self.session, policy)
         self.fold, self.digester = fold, digester  # fold old turns after each turn (digester: a custom one)
         for fact in self.glue.policy.facts():  # facts written without the model (`grm memory`) get grafts
             if not fact.graft:
@@ -103,56 +105,48 @@ class ChatSession:
         return reply
 
     def _answer(self, text: str) -> Reply:
-        rt, t0 = self.rt, time.perf_counter()
-        tok, model = rt.lm.tokenizer, rt.lm.model
-        reads0, ins0 = rt.residency.counters["host_page_ins"], rt.residency.counters["device_page_ins"]
+        """Steps 1-7 of the answer pipeline (grm/runtime/answer.py) for one chat turn."""
+        ctx, t0 = self.ctx, time.perf_counter()
+        tok, model = ctx.lm.tokenizer, ctx.lm.model
+        reads0, ins0 = ctx.residency.counters["host_page_ins"], ctx.residency.counters["device_page_ins"]
         live = [] if self.clear_context else list(self.window)
-        exclude = frozenset(live) | self.glue.exclusions()
-        routed = self.glue.descend(rt.grafts.route(text, exclude=exclude), text, exclude)
+        routed = route_grafts(ctx, text, frozenset(live))
         t_route = time.perf_counter()
-        mounts = []
-        for r in reversed(routed):  # least relevant first: the best one ends nearest the turn
-            mounts.append(Mount(r.graft.id, list(r.graft.ids), r.graft.seat, rt.residency.get(r.graft.id), r.score))
-        for gid in live:
-            g = rt.grafts.get(gid)
-            mounts.append(Mount(gid, list(g.ids), g.seat, rt.residency.get(gid)))
+        mounts = mount_routed(ctx, routed, live)
         prompt_ids = tok.encode(TURN_PROMPT.format(text=text))
-        sinks = rt.exact.sinks()
+        sinks = ctx.exact.sinks()
         needed = sinks.tokens + sum(len(m.ids) for m in mounts) + len(prompt_ids)
-        rt.check_window(needed, rt.config.max_new_tokens + 4)
-        arena = build(model, rt.dialect, sinks, mounts, repair=rt.config.repair)
+        ctx.check_window(needed, ctx.config.max_new_tokens + 4)
+        arena = build(model, ctx.dialect, sinks, mounts, repair=ctx.config.repair)
         t_mount = time.perf_counter()
-        start = arena.seat
-        logits = prefill(model, arena.cache, prompt_ids, start)
-        answer, gen_ids, ttft = greedy(model, tok, arena.cache, logits, start + len(prompt_ids),
-                                       rt.config.max_new_tokens, t0, TURN_STOPS)
+        out = run(ctx, Ready(arena, [prompt_ids], "chat"), Generation(ctx.config.max_new_tokens, TURN_STOPS), t0)
         t_gen = time.perf_counter()
-        graft_id = self._harvest(arena, start, prompt_ids, gen_ids)
+        graft_id = self._harvest(arena, out.start, prompt_ids, out.ids)
         t_harvest = time.perf_counter()
         if not self.clear_context and self.window.maxlen:
             self.window.append(graft_id)
-        paging = rt.residency.end_turn()
+        paging = ctx.residency.end_turn()
         end = arena.cache.get_seq_length()
         return Reply(
-            turn=self.turn, user=text, answer=answer, mounted=[r.to_json() for r in routed], harvested=graft_id,
+            turn=self.turn, user=text, answer=out.text, mounted=[graft_mount(r) for r in routed], harvested=graft_id,
             seats_resident=end, mounted_seats=sum(r.graft.tokens for r in routed),
             device_bytes=paging["device_bytes"], peak_device_bytes=paging["peak_device_bytes"],
-            page_ins=rt.residency.counters["device_page_ins"] - ins0, page_outs=paging["page_outs"],
-            store_reads=rt.residency.counters["host_page_ins"] - reads0,
+            page_ins=ctx.residency.counters["device_page_ins"] - ins0, page_outs=paging["page_outs"],
+            store_reads=ctx.residency.counters["host_page_ins"] - reads0,
             tokens_from_memory=arena.from_memory, tokens_computed=end - arena.from_memory,
             timings={"route_s": round(t_route - t0, 4), "mount_s": round(t_mount - t_route, 4),
-                     "ttft_s": round(ttft, 4), "generate_s": round(t_gen - t_mount, 4),
+                     "ttft_s": round(out.ttft_s, 4), "generate_s": round(t_gen - t_mount, 4),
                      "harvest_s": round(t_harvest - t_gen, 4), "total_s": round(t_harvest - t0, 4)},
             why=[r.why() for r in routed],
-            lossy=any(m.id in rt.grafts.lossy_ids for m in mounts),
+            lossy=any(m.id in ctx.grafts.lossy_ids for m in mounts),
         )
 
     def _harvest(self, arena, start: int, prompt_ids: list[int], gen_ids: list[int]) -> str:
         """Store the turn as read: the prompt and the generated tokens (up to where the answer was
         cut: a blank line, or the model starting the next exchange), then a blank line, sliced out
         of the live cache; tokens not yet read (the last generated, the blank line) are read now."""
-        rt = self.rt
-        tok = rt.lm.tokenizer
+        ctx = self.ctx
+        tok = ctx.lm.tokenizer
         keep = len(gen_ids)
         while keep and any(stop in tok.decode(gen_ids[:keep]) for stop in TURN_STOPS):
             keep -= 1
@@ -162,8 +156,8 @@ class ChatSession:
         cached = min(arena.cache.get_seq_length() - start, len(prompt_ids) + keep)
         crop(arena.cache, start + cached)
         if cached < len(ids):
-            prefill(rt.lm.model, arena.cache, ids[cached:], start + cached)
+            prefill(ctx.lm.model, arena.cache, ids[cached:], start + cached)
         kv = kv_from_cache(arena.cache, start, start + len(ids))
-        g = rt.grafts.harvest(kv, start, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
+        g = ctx.grafts.harvest(kv, start, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
                               extra={"session": self.session, "turn": self.turn})
         return g.id

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grm.errors import UserInputError
 from grm.models import DEFAULT_MODEL
+from grm.models.placement import check_names
 from grm.route import CHANNELS
+from grm.store.config import DURABILITY_MODES
+from grm.store.tenant import check_tenant
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
-LAYOUTS = ("chain", "sections")
-DURABILITY = ("volatile", "async", "normal", "full", "strict")
-_TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+LAYOUTS = ("both", "chain", "sections")  # both: chain blocks and sections, sharing the first block
+DURABILITY = DURABILITY_MODES  # defined by the store plane
 
 
 def default_store_dir() -> Path:
@@ -45,12 +46,23 @@ class RuntimeConfig:
     seat_budget: int = 1536  # seats of mounted grafts per question or turn
     repair: int = 0  # boundary repair: recompute the first N tokens of each mounted graft in context
     channel: str = "combined"  # graft routing channel: combined | lexical | dense
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
+
+    @classmethod
+    def from_options(cls, store: str | Path | None = None, cache_dir: str | Path | None = None,
+                     model: str | None = None, **fields: object) -> "RuntimeConfig":
+        """A config from plain options: paths expanded, defaults filled ($GRM_HOME, $GRM_CACHE)."""
+        known = {f for f in cls.__dataclass_fields__ if f not in ("store", "cache_dir", "model")}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise UserInputError(f"unknown runtime option(s): {', '.join(unknown)}")
+        return cls(store=Path(store).expanduser() if store is not None else default_store_dir(),
+                   cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
+                   model=model or DEFAULT_MODEL, **fields)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
-        if not _TENANT.fullmatch(self.tenant):
-            raise UserInputError(
-                f"bad tenant name {self.tenant!r}: 1-64 of letters, digits, '_', '.', '-', not starting with '_'"
-            )
+        check_tenant(self.tenant)
         if self.threads is not None and self.threads < 1:
             raise UserInputError("--threads must be >= 1")
         if self.durability not in DURABILITY:
@@ -65,3 +77,4 @@ class RuntimeConfig:
             raise UserInputError("device budget must be >= 0 bytes, seat budget >= 1, repair >= 0 tokens")
         if self.channel not in CHANNELS:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
+        check_names(self.device, self.dtype)  # a CUDA device that is not there: ModelError at load

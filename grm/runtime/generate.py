@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import torch
 from transformers import DynamicCache
@@ -21,8 +22,10 @@ class Answer:
     prompt_tokens: int  # every token in context before generation (sinks included)
     tokens_from_memory: int  # loaded from memory (sinks and stored K/V)
     tokens_computed: int  # read by the model in this call; the two add up to prompt_tokens
-    mounted: list[dict] = field(default_factory=list)  # [{id, score}]
+    mounted: list[dict] = field(default_factory=list)  # [{id, score, source, span}], best first
     lossy: bool = False  # True if anything served was not exact (never for exact hits)
+    abstained: bool = False  # memory held nothing on the question, and the answer says so
+    fallback: str | None = None  # why the asked mode fell back to another (None: it did not)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -38,12 +41,21 @@ def finish_text(text: str, stops: tuple[str, ...] = ()) -> str:
 
 def greedy(
     model: torch.nn.Module, tok: Tokenizer, cache: DynamicCache, logits: torch.Tensor, seat: int,
-    max_new: int, t0: float, stops: tuple[str, ...] = (),
+    max_new: int, t0: float, stops: tuple[str, ...] = (), *, blank_line_ends: bool = True,
+    on_token: Callable[[str], bool | None] | None = None,
 ) -> tuple[str, list[int], float]:
     """Generate from `logits` (the prompt's last position). Returns (text, ids, ttft_s). Stops at
-    an end-of-turn token, a blank line after some text, or any string of `stops`."""
+    an end-of-turn token, any string of `stops`, and (`blank_line_ends`) a blank line after some
+    text. `on_token(delta)` gets the answer's new text as it grows (held back while it could still
+    be the start of a stop string); returning False cancels generation (a client gone)."""
     ids: list[int] = []
     ttft = 0.0
+    sent = 0  # characters of the answer already given to on_token
+    ends = stops + (("\n\n",) if blank_line_ends else ())
+
+    def report(text: str) -> str:
+        return finish_text(text, stops) if blank_line_ends else _cut(text, stops)
+
     for i in range(max_new):
         token = int(torch.argmax(logits))
         if i == 0:
@@ -52,9 +64,40 @@ def greedy(
             break
         ids.append(token)
         text = tok.decode(ids).lstrip()
-        if "\n\n" in text or any(stop in text for stop in stops):  # a blank line after some text ends it
+        done = any(stop in text for stop in ends)  # a blank line after some text ends it
+        if on_token is not None:
+            shown = report(text) if done else text
+            if not done:  # hold back what could still start a stop string, and trailing blanks
+                shown = shown[: len(shown) - _held_back(shown, ends)].rstrip()
+            if len(shown) > sent:
+                if on_token(shown[sent:]) is False:
+                    break
+                sent = len(shown)
+        if done:
             break
         if i + 1 < max_new:
             logits = step(model, cache, token, seat)
             seat += 1
-    return finish_text(tok.decode(ids), stops), ids, ttft
+    final = report(tok.decode(ids))
+    if on_token is not None and len(final) > sent:
+        on_token(final[sent:])
+    return final, ids, ttft
+
+
+def _held_back(text: str, ends: tuple[str, ...]) -> int:
+    """How many trailing characters of `text` could begin one of `ends`, or are a character whose
+    bytes are not all generated yet (U+FFFD): not streamed yet."""
+    best = len(text) - len(text.rstrip("\ufffd"))
+    for end in ends:
+        for n in range(min(len(end) - 1, len(text)), 0, -1):
+            if text.endswith(end[:n]):
+                best = max(best, n)
+                break
+    return best
+
+
+def _cut(text: str, stops: tuple[str, ...]) -> str:
+    """A chat answer as reported: cut at the first stop string, stripped (blank lines kept)."""
+    for stop in stops:
+        text = text.split(stop, 1)[0]
+    return text.strip()

@@ -25,9 +25,11 @@ from grm.kv import cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
 from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory
 from grm.route import LexicalConfig, search
+from grm.store.kinds import GRAFT
 
 if TYPE_CHECKING:
-    from grm.runtime.runtime import Runtime
+    from grm.runtime.answer import Context
+    from grm.store import Store
 
 log = logging.getLogger("grm")
 FACT_TEMPLATE = "{statement}.\n\n"
@@ -39,23 +41,30 @@ def evidence_id(session: str, turn: int) -> str:
 
 
 class PolicyGlue:
-    def __init__(self, rt: "Runtime", session: str | None, policy: dict | None = None) -> None:
-        """`session`: the chat's id (None outside a chat: `ask`); `policy`: PolicyConfig fields to
-        override (fold_window, era_fanout, ...)."""
-        self.rt, self.session = rt, session
-        config = PolicyConfig(tenant=rt.config.tenant, session=session, **(policy or {}))
-        self.policy = PolicyMemory(rt.store, config, grafter=self.fact_graft, culler=self.cull)
+    def __init__(self, ctx: "Context", store: "Store") -> None:
+        """One per runtime (tenant): `ask` and every chat share it, so one PolicyMemory decides
+        for the tenant (grm/policy/memory.py). A chat moves it to its session (`begin`)."""
+        self.ctx, self.store = ctx, store
+        self.session: str | None = None
+        self.policy = PolicyMemory(store, PolicyConfig(tenant=ctx.config.tenant), grafter=self.fact_graft,
+                                   culler=self.cull)
         self.fold_results: list[FoldResult] = []
+
+    def begin(self, session: str | None, policy: dict | None = None) -> None:
+        """Enter a chat session (None: outside a chat); `policy`: PolicyConfig fields to override
+        (fold_window, era_fanout, ...)."""
+        self.session = session
+        self.policy.configure(session=session, **(policy or {}))
 
     # ----- facts -------------------------------------------------------------------------------
     def read_alone(self, text: str, kind: str, salt: str, extra: dict) -> Graft:
-        rt = self.rt
-        sinks = rt.exact.sinks()
-        ids = rt.lm.tokenizer.encode(text)
+        ctx = self.ctx
+        sinks = ctx.exact.sinks()
+        ids = ctx.lm.tokenizer.encode(text)
         cache = cache_from_kv(sinks)
-        prefill(rt.lm.model, cache, ids, sinks.tokens)
+        prefill(ctx.lm.model, cache, ids, sinks.tokens)
         kv = kv_from_cache(cache, sinks.tokens)
-        return rt.grafts.harvest(kv, sinks.tokens, text, ids, kind, salt=salt, extra=extra, standalone=True)
+        return ctx.grafts.harvest(kv, sinks.tokens, text, ids, kind, salt=salt, extra=extra, standalone=True)
 
     def fact_graft(self, fact: Fact) -> str:
         statement = fact.statement.rstrip(" .")
@@ -80,11 +89,11 @@ class PolicyGlue:
                     out.add(f.graft)
         stale = dead_evidence - live_evidence
         if stale:
-            for g in self.rt.grafts.grafts(kind="evidence"):
+            for g in self.ctx.grafts.grafts(kind="evidence"):
                 meta = g.record.meta
                 if evidence_id(meta.get("session", ""), int(meta.get("turn", 0))) in stale:
                     out.add(g.id)
-        for g in self.rt.grafts.grafts(kind="fact"):
+        for g in self.ctx.grafts.grafts(kind="fact"):
             if g.id not in live_grafts:
                 out.add(g.id)
         return frozenset(out)
@@ -101,7 +110,7 @@ class PolicyGlue:
             chosen = [r]
             if r.graft.kind == "digest" and node:
                 sources = set(self.policy.folder.descend(node))
-                hits = search(self.rt.store, self.rt.config.tenant, query, "graft", LexicalConfig(),
+                hits = search(self.store, self.ctx.config.tenant, query, GRAFT, LexicalConfig(),
                               keep=lambda rec: rec.key in sources and rec.key not in blocked)
                 if hits:
                     best = hits[0]
@@ -116,7 +125,7 @@ class PolicyGlue:
     def fold(self, now: float | None = None, digester=None) -> list[FoldResult]:
         """Fold old evidence turns into digests (and digests into eras); each new node gets a graft."""
         now = time.time() if now is None else now
-        turns = [(g.id, g.text, g.created) for g in self.rt.grafts.grafts(kind="evidence")
+        turns = [(g.id, g.text, g.created) for g in self.ctx.grafts.grafts(kind="evidence")
                  if g.record.meta.get("session")]
         results = self.policy.folder.fold_pending(turns, now=now, digester=digester)
         for res in results:
@@ -131,12 +140,12 @@ class PolicyGlue:
     # ----- cull --------------------------------------------------------------------------------
     def cull(self, graft_ref: str) -> str:
         """Slice a graft at sentence ends into sections of at most CULL_TOKENS tokens; retire it."""
-        rt = self.rt
-        found = [g for g in rt.grafts.grafts(include_retired=True) if g.id.startswith(graft_ref.strip())]
+        ctx = self.ctx
+        found = [g for g in ctx.grafts.grafts(include_retired=True) if g.id.startswith(graft_ref.strip())]
         if len(found) != 1:
             raise UserInputError(f"{'no' if not found else len(found)} graft(s) with id {graft_ref!r}")
         g = found[0]
-        tok = rt.lm.tokenizer
+        tok = ctx.lm.tokenizer
         spans, start = [], 0
         for i in range(g.tokens):
             piece = tok.decode([g.ids[i]])
@@ -151,7 +160,7 @@ class PolicyGlue:
                 spans.append((start, g.tokens))
         if len(spans) < 2:
             return f"graft {g.id[:12]} is one section already ({g.tokens} tokens); nothing culled"
-        children = rt.grafts.slice(g.id, spans)
-        rt.grafts.retire([g.id], into=children[0].id)
-        rt.residency.drop(g.id)
+        children = ctx.grafts.slice(g.id, spans)
+        ctx.grafts.retire([g.id], into=children[0].id)
+        ctx.residency.drop(g.id)
         return f"culled graft {g.id[:12]} into {len(children)} sections: " + ", ".join(c.id[:12] for c in children)

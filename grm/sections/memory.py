@@ -19,6 +19,7 @@ from grm.kv.forward import prefill
 from grm.route import CHANNELS, Hit, LexicalConfig, combine, search
 from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, routing_key, score
 from grm.store import Record
+from grm.store.kinds import BLOCK, DOCUMENT
 
 
 @dataclass(frozen=True)
@@ -60,20 +61,18 @@ class SectionMemory:
             ids = ex.lm.tokenizer.encode(sec.text)  # a section is read alone: its own reading
             fp = fingerprint(ex.lm.identity, ex.tenant, ex.sink_fp, sec.text.encode(), ids)
             fps.append(fp)
-            if ex.store.get(ex.tenant, "block", fp) is None:
+            if not ex.stored(fp):
                 cache = cache_from_kv(sinks)
                 prefill(ex.lm.model, cache, ids, seat)
                 kv = kv_from_cache(cache, seat, seat + len(ids))
-                meta = ex.bind(ex.tenant, fp, ex.sink_fp, seat, sec.text, ids)
                 dense = encode_key(routing_key(kv, ex.dialect, seat, self.config.dense))
-                ex.store.put(ex.tenant, "block", fp, parent=ex.sink_fp, text=sec.text, payload=kv.to_bytes(meta),
-                             meta={"seat": seat, "tokens": len(ids), "doc": name, "index": i, "layout": "sections",
-                                   "dense": dense})
+                ex.put_block(kv, fp, ex.sink_fp, seat, sec.text, ids,
+                             {"doc": name, "index": i, "layout": "sections", "dense": dense})
                 computed += 1
             if progress:
                 progress(1)
         data = text.encode()
-        ex.store.put(ex.tenant, "document", hashlib.sha256(data).hexdigest(), payload=data,
+        ex.store.put(ex.tenant, DOCUMENT, hashlib.sha256(data).hexdigest(), payload=data,
                      meta={"name": name, "layout": "sections", "blocks": fps, "bytes": len(data)})
         return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections), keys=fps)
 
@@ -86,7 +85,7 @@ class SectionMemory:
             raise ValueError(f"channel must be one of {CHANNELS}")
         ex = self.exact
         lexical = {} if channel == "dense" else {
-            h.record.key: h for h in search(ex.store, ex.tenant, question, "block", self.config.lexical,
+            h.record.key: h for h in search(ex.store, ex.tenant, question, BLOCK, self.config.lexical,
                                             keep=lambda r: r.parent == ex.sink_fp)}
         dense = {} if channel == "lexical" else self._dense_scores(question)
         return combine(lexical, dense, channel, self.config.dense_weight)[:k]
@@ -98,7 +97,7 @@ class SectionMemory:
         ids = ex.lm.tokenizer.encode(question.strip())
         q = query_key(ex.lm.model, ex.sinks(), ids, ex.dialect, self.config.dense)
         out: dict[str, tuple[Record, float]] = {}
-        for rec in ex.store.children(ex.tenant, "block", ex.sink_fp):
+        for rec in ex.store.children(ex.tenant, BLOCK, ex.sink_fp):
             key = decode_key(rec.meta.get("dense", ""), q)
             if key is not None:
                 out[rec.key] = (rec, score(q, key))
@@ -107,11 +106,11 @@ class SectionMemory:
     def load(self, rec: Record) -> tuple[KV | None, list[int]]:
         """A selected section's K/V, verified (None = miss), and its token ids."""
         ex = self.exact
-        ids = ex.lm.tokenizer.encode(rec.text or "")
-        if fingerprint(ex.lm.identity, ex.tenant, ex.sink_fp, (rec.text or "").encode(), ids) != rec.key:
-            ex.counters["block_misses"] += 1
-            return None, ids
-        kv = ex.verified(rec, ex.tenant, rec.key, ex.sink_fp, ex.sinks().tokens, ids, rec.text or "")
-        if kv is not None:
-            ex.counters["block_hits"] += 1
-        return kv, ids
+        text = rec.text or ""
+        ids = rec.meta.get("ids")
+        if not isinstance(ids, list):  # a row from before ids were kept: its own reading
+            ids = ex.lm.tokenizer.encode(text)
+        if fingerprint(ex.lm.identity, ex.tenant, ex.sink_fp, text.encode(), ids) != rec.key:
+            ex.count_miss()
+            return None, ex.lm.tokenizer.encode(text)
+        return ex.load_verified(rec, ex.sink_fp, ex.sinks().tokens, ids, text), ids

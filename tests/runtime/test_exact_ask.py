@@ -52,7 +52,7 @@ def ingested(make_runtime, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text(DOC, encoding="utf-8")
     rt = make_runtime(block_tokens=64)
-    rt.ingest([doc], progress=False)
+    rt.ingest([doc], layout="chain", progress=False)
     return rt, doc
 
 
@@ -143,7 +143,8 @@ def test_a_payload_bound_to_another_tenant_is_a_miss(make_runtime, tmp_path):
 
     fp = fingerprint(alice.lm.identity, "alice", alice.exact.sink_fp, first.text.encode(), list(first.ids))
     alice.store.put("alice", "block", fp, parent=alice.exact.sink_fp, text=first.text, payload=bob_bytes,
-                    meta={"seat": 4, "tokens": len(first.ids), "doc": "x", "index": 0, "layout": "chain"})
+                    meta={"seat": 4, "tokens": len(first.ids), "ids": list(first.ids), "doc": "x", "index": 0,
+                          "layout": "chain"})
     warm, prefix = warm_logits(alice, PROMPT)
     assert prefix.blocks == [] and alice.exact.counters["block_misses"] == 1
     # Alice has no other blocks, so the rest is read in prefill chunks rather than block by block:
@@ -166,7 +167,7 @@ def test_records_of_another_model_are_a_miss_not_an_error(make_runtime, tmp_path
 
 def test_ingest_is_idempotent(ingested):
     rt, doc = ingested
-    again = rt.ingest([doc], progress=False)
+    again = rt.ingest([doc], layout="chain", progress=False)
     assert again[0].computed == 0 and again[0].blocks > 3
 
 
@@ -186,9 +187,9 @@ def test_ingest_resumes_after_a_failure_part_way(make_runtime, tmp_path, monkeyp
 
     monkeypatch.setattr(rt.store, "put", dying_put)
     with pytest.raises(KeyboardInterrupt):
-        rt.ingest([doc], progress=False)
+        rt.ingest([doc], layout="chain", progress=False)
     monkeypatch.setattr(rt.store, "put", real_put)
-    res = rt.ingest([doc], progress=False)[0]
+    res = rt.ingest([doc], layout="chain", progress=False)[0]
     assert res.computed == res.blocks - 3
     cold = cold_two_stage_logits(rt, PROMPT)
     warm, prefix = warm_logits(rt, PROMPT)

@@ -1,0 +1,274 @@
+"""The one answer pipeline: every `ask` mode, every chat turn and the server go through here.
+
+A request is answered in seven steps, each owned by one module:
+1. route     what memory to use: stored blocks the prompt starts with (grm/exact, by exact bytes),
+             one section (grm/sections.select), routed grafts (grm/grafts.route + the policy
+             plane's exclusions and descent), or nothing (`none`: the stored text's tail)
+2. plan      the mounts, in arena order (least relevant first, the best nearest the text read
+             after it), and the text read after memory (the prompt's rest, the question, the turn)
+3. load      each mount's K/V, verified (ExactMemory.load_verified, Residency.get through the
+             device/host/store planes); a miss is read as text instead, never served
+4. arena     `[sinks | mounts | live tail]` (grm/grafts/arena.build: one rotation per re-seat)
+5. prefill   the text after memory (grm/kv/forward.prefill)
+6. generate  greedy (grm/runtime/generate.greedy), streaming deltas to `on_token`
+7. harvest   what the request leaves in memory: a chat turn as an evidence graft (chat.py), the
+             prompt's new chain blocks when `store_prompt` is set (a conversation's history then
+             hits on its next request)
+The pipeline takes a narrow `Context` (model, dialect, memories, residency, config), never the
+whole Runtime. A fallback to no memory is never silent: it is logged and named in `fallback`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from grm.dialects import Dialect
+from grm.errors import UserInputError
+from grm.exact import ExactMemory, Prefix, split_blocks
+from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
+from grm.kv import cache_from_kv, kv_from_cache, new_cache
+from grm.kv.forward import prefill
+from grm.models import LoadedModel
+from grm.runtime.config import RuntimeConfig
+from grm.runtime.generate import Answer, greedy
+from grm.sections import SectionMemory
+
+if TYPE_CHECKING:
+    from grm.runtime.policy_glue import PolicyGlue
+
+log = logging.getLogger("grm")
+QUESTION_TEMPLATE = "\n\nQuestion: {q}\nAnswer:"
+
+
+def question_text(question: str) -> str:
+    """The text read after memory: the question template, unless the question already starts its
+    own answer ("...?\nAnswer: The X is"), which small models recall best with."""
+    q = question.strip()
+    return f"\n\nQuestion: {q}" if "\nAnswer:" in q else QUESTION_TEMPLATE.format(q=q)
+
+
+@dataclass
+class Context:
+    """What the pipeline may touch: one tenant's memories over one loaded model."""
+
+    lm: LoadedModel
+    dialect: Dialect
+    exact: ExactMemory
+    sections: SectionMemory
+    grafts: GraftMemory
+    residency: Residency
+    config: RuntimeConfig
+    policy: Callable[[], "PolicyGlue"]  # the tenant's one policy glue (built on first use)
+
+    def check_window(self, n: int, max_new: int) -> None:
+        if n + max_new > self.dialect.max_positions:
+            raise UserInputError(
+                f"prompt too long: {n} tokens + {max_new} to generate exceed the model's "
+                f"{self.dialect.max_positions}-token window"
+            )
+
+
+@dataclass(frozen=True)
+class Generation:
+    """How to generate, per request."""
+
+    max_new_tokens: int
+    stops: tuple[str, ...] = ()  # extra strings that end the answer
+    chat: bool = False  # end only at end-of-turn, a stop string or the limit (not at a blank line)
+    on_token: Callable[[str], bool | None] | None = None  # streamed deltas; returning False cancels
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise UserInputError("max_new_tokens must be >= 1")
+
+
+@dataclass
+class Ready:
+    """An arena built and the tokens to read after it (steps 1-4 done)."""
+
+    arena: Arena
+    read: list[list[int]]  # token runs read after memory, one forward call each
+    mode: str
+    mounted: list[dict] = field(default_factory=list)
+    lossy: bool = False
+    fallback: str | None = None
+    routed: list[Routed] = field(default_factory=list)
+    # store_prompt: (parent fingerprint, seat, text, ids) of each run that becomes a chain block
+    blocks_to_store: list[tuple[str, int, str, list[int]]] = field(default_factory=list)
+    prefix: Prefix | None = None  # exact mode: what memory served of the prompt
+
+
+# ----- 1-4: route, plan, load, arena, per mode --------------------------------------------------
+def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = False,
+               matched: tuple | None = None) -> Ready:
+    """[sinks | stored blocks the prompt starts with | the rest]. Blocks matched but not served (a
+    check failed) are read one block per forward call with their stored ids, so the result is
+    bit-identical to a clean load; the rest is tokenized on its own. With `store_prompt` the rest
+    is cut into chain blocks (as ingest cuts a document) and each stored after it is read."""
+    ex, tok = ctx.exact, ctx.lm.tokenizer
+    prefix = ex.load_prefix(prompt, matched)
+    kv, from_memory = prefix.kv, prefix.tokens
+    runs = [list(b.ids) for b in prefix.pending]
+    to_store: list[tuple[str, int, str, list[int]]] = []
+    if prefix.rest:
+        if store_prompt and not prefix.pending:
+            parent = prefix.blocks[-1].key if prefix.blocks else ex.sink_fp
+            seat = prefix.tokens
+            for block in split_blocks(prefix.rest, tok, ctx.config.block_tokens):
+                runs.append(list(block.ids))
+                to_store.append((parent, seat, block.text, list(block.ids)))
+                parent = ex.chain_fingerprint(parent, block.text, list(block.ids))
+                seat += len(block.ids)
+        else:
+            runs.append(tok.encode(prefix.rest))
+    if not runs:  # the whole prompt is stored: re-read its last token for the next-token logits
+        kv, from_memory = kv.slice(0, kv.tokens - 1), from_memory - 1
+        runs = [[prefix.last_id]]
+    ctx.check_window(kv.tokens + sum(map(len, runs)), max_new)
+    arena = Arena(cache_from_kv(kv), kv.tokens, from_memory=from_memory)
+    mounted = [block_mount(r, i) for i, r in enumerate(prefix.blocks)]
+    return Ready(arena, runs, "exact", mounted, blocks_to_store=to_store, prefix=prefix)
+
+
+def block_mount(rec, rank: int = 0, score: float = 1.0) -> dict:
+    """How an answer names a stored block it used: id, score, source document and token span."""
+    seat, n = int(rec.meta.get("seat", 0)), int(rec.meta.get("tokens", 0))
+    return {"id": rec.key, "score": round(score, 4), "source": rec.meta.get("doc", ""),
+            "span": [seat, seat + n], "block": rec.meta.get("index", rank)}
+
+
+def plan_sections(ctx: Context, question: str, mode: str, max_new: int) -> Ready | None:
+    """exact-section: [sinks | the selected section's stored K/V | question]; rag-text: the same
+    section re-read as text. None when no section matches."""
+    hits = ctx.sections.select(question, k=1)
+    if not hits:
+        return None
+    q_ids = ctx.lm.tokenizer.encode(question_text(question))
+    sinks = ctx.exact.sinks()
+    mounts = []
+    for hit in reversed(hits):  # least relevant first: the best one ends next to the question
+        if mode == "rag-text":
+            kv, ids = None, ctx.lm.tokenizer.encode(hit.record.text or "")
+        else:
+            kv, ids = ctx.sections.load(hit.record)
+        mounts.append(Mount(hit.record.key, ids, sinks.tokens, kv, hit.score))
+    ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
+    arena = build(ctx.lm.model, ctx.dialect, sinks, mounts)
+    mounted = [block_mount(h.record, score=h.score) for h in hits]
+    return Ready(arena, [q_ids], mode, mounted)
+
+
+def mount_routed(ctx: Context, routed: list[Routed], live: list[str] = ()) -> list[Mount]:
+    """Mounts for routed grafts, least relevant first (the best ends nearest the text read after
+    them), then the live window's turns in order; each loaded through the residency planes."""
+    mounts = [Mount(r.graft.id, list(r.graft.ids), r.graft.seat, ctx.residency.get(r.graft.id), r.score)
+              for r in reversed(routed)]
+    for gid in live:
+        g = ctx.grafts.get(gid)
+        mounts.append(Mount(gid, list(g.ids), g.seat, ctx.residency.get(gid)))
+    return mounts
+
+
+def route_grafts(ctx: Context, text: str, exclude: frozenset[str] = frozenset()) -> list[Routed]:
+    """Grafts routed for `text`: never a superseded fact, a stale turn or a folded one; a routed
+    digest descends to its best source turn."""
+    glue = ctx.policy()
+    exclude = exclude | glue.exclusions()
+    return glue.descend(ctx.grafts.route(text, exclude=exclude), text, exclude)
+
+
+def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
+    """[sinks | the top routed grafts, least relevant first | question]. Composed grafts never
+    attended to each other, so the answer is not an exact hit (lossy) once two are mounted."""
+    routed = route_grafts(ctx, question)
+    if not routed:
+        return None
+    mounts = mount_routed(ctx, routed)
+    q_ids = ctx.lm.tokenizer.encode(question_text(question))
+    sinks = ctx.exact.sinks()
+    ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
+    arena = build(ctx.lm.model, ctx.dialect, sinks, mounts, repair=ctx.config.repair)
+    lossy = len(routed) > 1 or any(r.graft.id in ctx.grafts.lossy_ids for r in routed)
+    return Ready(arena, [q_ids], "grafts", [graft_mount(r) for r in routed], lossy=lossy, routed=routed)
+
+
+def graft_mount(r: Routed) -> dict:
+    """How an answer names a mounted graft: id (works with `grm grafts show`), score, source, span."""
+    g = r.graft
+    meta = g.record.meta
+    if meta.get("session"):
+        source = f"chat {meta['session']} turn {meta.get('turn')}"
+    else:
+        source = ", ".join(meta.get("sources") or []) or g.kind
+    return {"id": g.id, "score": round(r.score, 4), "source": source, "kind": g.kind,
+            "span": [g.seat, g.seat + g.tokens]}
+
+
+def plan_cold(ctx: Context, prompt: str, max_new: int) -> Ready:
+    """Memory off: the sinks and the prompt computed, nothing loaded or stored (the baseline a
+    memory answer is measured against side by side)."""
+    ids = list(ctx.lm.tokenizer.sink_ids) + ctx.lm.tokenizer.encode(prompt)
+    ctx.check_window(len(ids), max_new)
+    return Ready(Arena(new_cache(), 0), [ids], "cold")
+
+
+def plan_none(ctx: Context, question: str, max_new: int, stored_text: Callable[[], str]) -> Ready:
+    """No memory: the last tokens of the stored text that fit the window, then the question."""
+    tok = ctx.lm.tokenizer
+    sinks = list(tok.sink_ids)
+    q_ids = tok.encode(question_text(question))
+    room = ctx.dialect.max_positions - len(sinks) - len(q_ids) - max_new
+    ctx.check_window(len(sinks) + len(q_ids), max_new)
+    tail = tok.encode(stored_text())[-room:] if room > 0 else []
+    return Ready(Arena(new_cache(), 0), [sinks + tail + q_ids], "none")
+
+
+# ----- 5-7: prefill, generate, harvest ----------------------------------------------------------
+@dataclass
+class Generated:
+    text: str
+    ids: list[int]
+    ttft_s: float
+    prompt_tokens: int  # seats in context before generation
+    start: int  # the seat where the text read after memory began
+
+
+def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
+    """Read the runs after the arena, generate, and store the prompt's new blocks if asked."""
+    arena, model = ready.arena, ctx.lm.model
+    start = seat = arena.seat
+    logits = None
+    for ids in ready.read:
+        logits = prefill(model, arena.cache, ids, seat)
+        seat += len(ids)
+    if ready.blocks_to_store:
+        harvest_blocks(ctx, arena, ready.blocks_to_store)
+    text, ids, ttft = greedy(model, ctx.lm.tokenizer, arena.cache, logits, seat, gen.max_new_tokens, t0,
+                             gen.stops, blank_line_ends=not gen.chat, on_token=gen.on_token)
+    return Generated(text, ids, ttft, seat, start)
+
+
+def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str, list[int]]]) -> None:
+    """Store the prompt's runs that were read as chain blocks (each read by its own forward call,
+    as ingest reads them), sliced out of the live cache before generation extends it."""
+    ex = ctx.exact
+    for parent, seat, text, ids in blocks:
+        fp = ex.chain_fingerprint(parent, text, ids)
+        if not ex.stored(fp):
+            kv = kv_from_cache(arena.cache, seat, seat + len(ids))
+            ex.put_block(kv, fp, parent, seat, text, ids, {"doc": "prompt", "layout": "chain"})
+
+
+def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
+    """Steps 5-7 for `ask`: the Answer the API and `--json` report."""
+    out = run(ctx, ready, gen, t0)
+    from_memory = ready.arena.from_memory
+    return Answer(
+        answer=out.text, mode=ready.mode, ttft_s=out.ttft_s, total_s=time.perf_counter() - t0,
+        prompt_tokens=out.prompt_tokens, tokens_from_memory=from_memory,
+        tokens_computed=out.prompt_tokens - from_memory, mounted=ready.mounted, lossy=ready.lossy,
+        fallback=ready.fallback,
+    )
