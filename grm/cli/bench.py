@@ -9,6 +9,17 @@ from grm.cli.common import MAX_NEW_TOKENS_HELP, positive_int
 from grm.errors import UserInputError
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"  # present in a checkout, not in a wheel
+NEED_CHECKOUT = ("benchmarks need a source checkout: run `grm bench` from a clone of the GRM repository "
+                 "(its bench/ folder sits next to grm/; an installed package has none)")
+
+
+def benchmarks(bench_dir: Path | None = None) -> list[str] | None:
+    """The checkout's benchmark names (bench/NAME.py), or None when GRM runs from an installed
+    package (no bench/ folder of ours next to the grm package)."""
+    bench_dir = BENCH_DIR if bench_dir is None else bench_dir
+    if not (bench_dir / "_common.py").is_file() or not (bench_dir / "lib").is_dir():
+        return None
+    return sorted(p.stem for p in bench_dir.glob("*.py") if not p.stem.startswith("_"))
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -18,9 +29,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--max-new-tokens", type=positive_int, default=16, metavar="N", help=MAX_NEW_TOKENS_HELP)
     p.set_defaults(handler=run_demo)
 
+    names = benchmarks()
+    listed = f"Benchmarks: {', '.join(names)}." if names is not None else f"Here {NEED_CHECKOUT}."
     p = sub.add_parser("bench", parents=[common], help="run a benchmark into bench/results/",
-                       description="Run bench/NAME.py; it writes bench/results/NAME.json and .md.")
-    p.add_argument("name", metavar="NAME", help="the benchmark (bench/NAME.py)")
+                       description=f"Run bench/NAME.py; it writes bench/results/NAME.json and .md. {listed}")
+    p.add_argument("name", metavar="NAME", help=f"the benchmark: {', '.join(names)}" if names else "the benchmark (bench/NAME.py)")
     p.add_argument("--quick", action="store_true", help="a smaller run (for smoke tests)")
     p.set_defaults(handler=run_bench)
 
@@ -28,10 +41,12 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def run_bench(args: argparse.Namespace) -> int:
     import runpy
 
-    script = BENCH_DIR / f"{args.name}.py"
-    if not args.name.isidentifier() or not script.exists():
-        names = sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_"))
+    names = benchmarks()
+    if names is None:
+        raise UserInputError(NEED_CHECKOUT)
+    if args.name not in names:
         raise UserInputError(f"no benchmark {args.name!r}; known: {', '.join(names) or 'none'}")
+    script = BENCH_DIR / f"{args.name}.py"
     module = runpy.run_path(str(script))
     return int(module["main"](args) or 0)
 
