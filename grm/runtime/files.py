@@ -62,11 +62,11 @@ def _read(path: Path, max_bytes: int) -> str | None:
         # O_NONBLOCK: if the path was swapped for a FIFO after the stat, open does not wait.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
-            data = f.read(max_bytes + 1)
+            data = f.read(min(st.st_size, max_bytes) + 1)  # read(n) allocates n bytes up front
     except OSError as exc:
         log.warning("skipping %s: %s", shown, exc.strerror or exc)
         return None
-    if len(data) > max_bytes:
+    if len(data) > max_bytes:  # it grew since the stat
         log.warning("skipping %s: over the %d-byte limit (raise it with --max-file-size)", shown, max_bytes)
         return None
     if not data.strip():

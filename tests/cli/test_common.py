@@ -1,0 +1,158 @@
+"""The parser and the openers (grm/cli/__init__.py, grm/cli/common.py): no torch to build it, common
+flags before and after nested actions, choices from the planes, help on every flag, one tenant
+rule, --threads clamped."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from grm.cli import SUBCOMMANDS, build_parser
+from grm.cli.common import cores, open_store, runtime_config
+from grm.errors import UserInputError
+from tests.cli.conftest import TINY, one_error_line
+from tests.conftest import ROOT
+
+
+def test_building_the_parser_and_help_load_no_torch():
+    code = ("import sys; from grm.cli import build_parser; p = build_parser(); p.format_help(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _subparsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _subparsers(sub, path + (name,))
+
+
+def test_every_flag_of_every_subcommand_has_help_text():
+    hidden = {("ask", "--block-tokens")}  # an internal knob, deliberately out of --help
+    missing = []
+    for path, parser in _subparsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            name = action.option_strings[-1] if action.option_strings else action.dest
+            if not action.help or (action.help == argparse.SUPPRESS and (path[-1:] + (name,)) not in hidden):
+                missing.append(" ".join(path + (name,)))
+    assert missing == []
+    names = {path for path, _ in _subparsers(build_parser())}
+    for cmd in ("ask", "chat", "demo"):
+        parser = dict(_subparsers(build_parser()))[(cmd,)]
+        assert "most tokens generated" in parser.format_help(), cmd
+
+
+@pytest.mark.parametrize("argv", [
+    ["grafts", "--store", "D", "--tenant", "t", "list"],
+    ["grafts", "list", "--store", "D", "--tenant", "t"],
+    ["grafts", "--store", "X", "show", "--store", "D", "abc", "--tenant", "t"],  # the later one wins
+    ["archive", "--store", "D", "stats", "--tenant", "t"],
+    ["archive", "stats", "--store", "D", "--tenant", "t"],
+    ["memory", "--store", "D", "list", "--tenant", "t"],
+    ["memory", "list", "--store", "D", "--tenant", "t"],
+])
+def test_common_flags_before_or_after_the_action(argv):
+    args = build_parser().parse_args(argv)
+    assert (args.store, args.tenant, args.durability, args.device) == ("D", "t", "normal", "auto")
+
+
+def test_nested_actions_keep_their_defaults():
+    args = build_parser().parse_args(["archive", "stats"])
+    assert (args.store, args.tenant, args.json, args.threads, args.dtype) == (None, "default", False, None, "auto")
+
+
+def test_choices_are_the_planes_constants(grm):
+    from grm.route import CHANNELS
+    from grm.runtime.config import ASK_MODES, LAYOUTS
+    from grm.store.config import DURABILITY_MODES
+
+    parser = build_parser()
+    subs = dict(_subparsers(parser))
+
+    def choices(cmd, dest):
+        return tuple(next(a for a in subs[cmd]._actions if a.dest == dest).choices)
+
+    assert choices(("ask",), "mode") == ASK_MODES
+    assert choices(("ingest",), "layout") == LAYOUTS
+    assert choices(("chat",), "channel") == CHANNELS
+    assert choices(("stats",), "durability") == DURABILITY_MODES
+    from grm.runtime.config import DURABILITY
+
+    assert DURABILITY is DURABILITY_MODES  # defined once, by the store plane
+    code, _, err = grm("ask", "q", "--mode", "telepathy")
+    assert code == 2 and "invalid choice: 'telepathy'" in err
+
+
+def test_a_new_subcommand_module_is_one_line_in_the_list():
+    assert SUBCOMMANDS[:3] == ["grm.cli.bench", "grm.cli.ingest", "grm.cli.ask"]
+    import importlib
+
+    for name in SUBCOMMANDS:
+        assert callable(importlib.import_module(name).add_parser), name
+
+
+def test_threads_above_the_cores_are_clamped_with_a_warning(tmp_path, capsys):
+    args = build_parser().parse_args(["ask", "q", "--store", str(tmp_path / "s"), "--threads", "100000"])
+    config = runtime_config(args)
+    assert config.threads == cores() and config.threads < 100000
+    assert f"--threads 100000 is more than the {cores()} cores here" in capsys.readouterr().err
+    args = build_parser().parse_args(["ask", "q", "--store", str(tmp_path / "s"), "--threads", "1"])
+    assert runtime_config(args).threads == 1 and capsys.readouterr().err == ""
+
+
+def test_threads_zero_is_a_usage_error(grm):
+    code, _, err = grm("ask", "q", "--threads", "0")
+    assert code == 2 and "--threads: must be >= 1" in err
+
+
+def test_device_and_dtype_reach_the_runtime_config(tmp_path):
+    args = build_parser().parse_args(["ask", "q", "--store", str(tmp_path), "--device", "cpu", "--dtype", "float32"])
+    config = runtime_config(args)
+    assert (getattr(config, "device", "cpu"), getattr(config, "dtype", "float32")) == ("cpu", "float32")
+    from grm.runtime.config import RuntimeConfig
+
+    if "device" in RuntimeConfig.__dataclass_fields__:
+        bad = build_parser().parse_args(["ask", "q", "--store", str(tmp_path), "--device", "tpu"])
+        with pytest.raises(UserInputError):
+            runtime_config(bad)
+
+
+@pytest.mark.parametrize("argv", [
+    ["memory", "list"], ["memory", "remember: x is 1"], ["stats"], ["fsck"], ["archive", "stats"],
+    ["ask", "q", "--model", TINY], ["grafts", "list", "--model", TINY],
+])
+def test_the_system_tenant_is_refused_everywhere(grm, tmp_path, argv):
+    code, out, err = grm(*argv, "--store", tmp_path / "s", "--tenant", "_system")
+    assert code == 2 and "bad tenant name '_system'" in one_error_line(err)
+    assert not (tmp_path / "s").exists()
+
+
+def test_one_tenant_rule_in_every_config():
+    from grm.policy.config import PolicyConfig
+    from grm.runtime.config import RuntimeConfig
+    from grm.store.tenant import SYSTEM_TENANT, check_tenant
+
+    for make in (lambda t: RuntimeConfig.from_options(store="/tmp/x", tenant=t), lambda t: PolicyConfig(tenant=t),
+                 check_tenant):
+        for bad in (SYSTEM_TENANT, "_x", "", "a b", "x" * 65):
+            with pytest.raises(UserInputError, match="bad tenant name"):
+                make(bad)
+        make("team.a-1_b")
+
+
+def test_reading_commands_never_create_a_store(tmp_path):
+    args = build_parser().parse_args(["stats", "--store", str(tmp_path / "s")])
+    with pytest.raises(UserInputError, match="no GRM store at"):
+        open_store(args)
+    assert not (tmp_path / "s").exists()
+    with open_store(args, create=True) as store:
+        assert list(store.records("default")) == []
+    with open_store(args) as store:  # now it exists
+        assert list(store.records("default")) == []

@@ -1,0 +1,84 @@
+"""`grm stats` and `grm fsck` (grm/cli/stats.py): one tenant's view as a table, and every field of
+the fsck report with exit codes per DESIGN.md (0 clean, 1 damage, 2 cannot run)."""
+
+from __future__ import annotations
+
+import json
+
+from grm.cli.stats import fsck_status
+from grm.store import Store, StoreConfig
+from tests.cli.conftest import TINY, one_error_line
+
+
+def _two_tenants(grm, store) -> None:
+    for tenant, fact in (("alice", "my locker code is 1234"), ("bob", "my bike is red")):
+        code, _, err = grm("memory", "--store", store, "--tenant", tenant, f"remember permanently: {fact}")
+        assert code == 0, err
+
+
+def test_stats_shows_only_the_asked_tenant(grm, tmp_path):
+    store = tmp_path / "s"
+    _two_tenants(grm, store)
+    code, out, err = grm("stats", "--store", store, "--tenant", "bob", "--json")
+    st = json.loads(out)
+    assert code == 0 and st["tenant"] == "bob" and st["kinds"] and "alice" not in out
+    assert st["records"] == sum(k["records"] for k in st["kinds"].values())
+    code, out, _ = grm("stats", "--store", store, "--tenant", "alice", "--json")
+    assert json.loads(out)["records"] == st["records"] and "bob" not in out  # same facts, same count
+    code, out, _ = grm("stats", "--store", store, "--tenant", "carol", "--json")
+    assert code == 0 and json.loads(out)["records"] == 0 and json.loads(out)["kinds"] == {}
+
+
+def test_stats_prints_a_readable_table_not_python_dicts(grm, tmp_path):
+    store = tmp_path / "s"
+    _two_tenants(grm, store)
+    code, out, _ = grm("stats", "--store", store, "--tenant", "bob")
+    assert code == 0 and "{" not in out and "'" not in out and "alice" not in out
+    lines = out.splitlines()
+    assert lines[0].split() == ["store", str(store)]
+    header = next(ln for ln in lines if ln.split()[:1] == ["kind"])
+    assert header.split() == ["kind", "records", "active", "superseded", "damaged", "payload"]
+    assert any(ln.split()[:1] == ["fact"] for ln in lines)
+
+
+def test_stats_on_a_missing_store_exits_2(grm, tmp_path):
+    code, _, err = grm("stats", "--store", tmp_path / "nope")
+    assert code == 2 and "no GRM store" in one_error_line(err) and not (tmp_path / "nope").exists()
+
+
+def test_fsck_prints_every_field_and_exits_1_while_damage_stays(grm, tmp_path):
+    doc = tmp_path / "d.txt"
+    doc.write_text("The harbor boat is called Marigold.\n\nIt sails on Tuesdays.\n")
+    store = tmp_path / "s"
+    assert grm("ingest", doc, "--store", store, "--model", TINY)[0] == 0
+    code, out, _ = grm("fsck", "--store", store, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["damaged"] == [] and report["records"] > 0
+    for field in ("records", "damaged", "orphans", "repaired", "already_damaged", "catalog_ok"):
+        assert field in report, field
+    code, text, _ = grm("fsck", "--store", store)
+    assert code == 0 and set(report) == {ln.split(":")[0] for ln in text.splitlines()}  # same fields as text
+
+    with Store.open(StoreConfig(root=store)) as s:
+        rec = next(r for r in s.records("default") if r.payload is not None)
+        path = s.payload_path(rec)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    code, out, _ = grm("fsck", "--store", store, "--json")
+    assert code == 1 and len(json.loads(out)["damaged"]) == 1
+    code, out, _ = grm("fsck", "--store", store, "--repair", "--json")
+    assert code == 1 and json.loads(out)["repaired"]  # marked damaged is not healed
+    code, out, _ = grm("fsck", "--store", store, "--json")
+    after = json.loads(out)
+    assert code == 1 and after["damaged"] + after["already_damaged"], after  # still visible
+
+
+def test_fsck_status_rule():
+    clean = {"records": 3, "damaged": [], "orphans": ["payloads/x"], "repaired": ["removed x"],
+             "already_damaged": [], "catalog_ok": True}
+    assert fsck_status(clean, repaired=False) == 0  # orphans and repairs are information
+    assert fsck_status(clean | {"already_damaged": ["t/block/k"]}, repaired=True) == 1
+    assert fsck_status(clean | {"lost": ["t/block/k"]}, repaired=False) == 1  # a field added later counts too
+    assert fsck_status(clean | {"catalog_ok": False}, repaired=False) == 1
+    assert fsck_status(clean | {"catalog_ok": False}, repaired=True) == 0  # --repair rebuilt it
