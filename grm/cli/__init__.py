@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import logging
 import os
 import sys
@@ -43,10 +42,8 @@ SUBCOMMANDS = [
     "grm.cli.memory",
     "grm.cli.grafts",
     "grm.cli.archive",
+    "grm.cli.serve",
 ]
-for _optional in ("grm.cli.serve",):  # added by its own helper; listed here once it exists
-    if importlib.util.find_spec(_optional) is not None:
-        SUBCOMMANDS.append(_optional)
 
 # Arguments that are file-system paths: any bytes are fine there. Every other string from argv must
 # be UTF-8 text (a non-UTF-8 byte reaches Python as a lone surrogate).
