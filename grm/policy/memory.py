@@ -35,7 +35,7 @@ from grm.policy.grammar import Command, parse
 from grm.policy.ledger import FACT, Ledger, new_key
 from grm.policy.review import ReviewBuffer
 from grm.policy.rules import Candidate, decide
-from grm.store import Store
+from grm.store.backend import StoreBackend
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def note(statement: str, intent: str) -> FactProposal:
 
 
 class PolicyMemory:
-    def __init__(self, store: Store, config: PolicyConfig | None = None, *, extractor: Extractor | None = None,
+    def __init__(self, store: StoreBackend, config: PolicyConfig | None = None, *, extractor: Extractor | None = None,
                  grafter: Callable[[Fact], str | None] | None = None,
                  culler: Callable[[str], object] | None = None) -> None:
         self.store = store

@@ -29,7 +29,7 @@ from grm.store.kinds import GRAFT
 
 if TYPE_CHECKING:
     from grm.runtime.answer import Context
-    from grm.store import Store
+    from grm.store.backend import StoreBackend
 
 log = logging.getLogger("grm")
 FACT_TEMPLATE = "{statement}.\n\n"
@@ -41,7 +41,7 @@ def evidence_id(session: str, turn: int) -> str:
 
 
 class PolicyGlue:
-    def __init__(self, ctx: "Context", store: "Store") -> None:
+    def __init__(self, ctx: "Context", store: "StoreBackend") -> None:
         """One per runtime (tenant): `ask` and every chat share it, so one PolicyMemory decides
         for the tenant (grm/policy/memory.py). A chat moves it to its session (`begin`)."""
         self.ctx, self.store = ctx, store

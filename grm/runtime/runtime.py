@@ -36,6 +36,7 @@ from grm.runtime.generate import Answer
 from grm.runtime.policy_glue import PolicyGlue
 from grm.sections import SectionConfig, SectionMemory
 from grm.store import Store, StoreConfig
+from grm.store.backend import StoreBackend
 from grm.store.kinds import DOCUMENT
 
 log = logging.getLogger("grm")
@@ -44,7 +45,7 @@ __all__ = ["Runtime", "question_text"]
 
 class Runtime:
     def __init__(self, config: RuntimeConfig, lm: LoadedModel, dialect: Dialect, selftest: SelfTestResult,
-                 store: Store, owns_store: bool = True) -> None:
+                 store: StoreBackend, owns_store: bool = True) -> None:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self._owns_store = owns_store
         self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
@@ -185,7 +186,7 @@ class Runtime:
         """Modes that answer from stored memory refuse a tenant that has none, rather than
         generate from nothing."""
         tenant = self.config.tenant
-        if not self.store.records(tenant, DOCUMENT) and not self.grafts.grafts():
+        if next(iter(self.store.records(tenant, DOCUMENT)), None) is None and not self.grafts.grafts():
             raise UserInputError(f"the store at {self.config.store} holds no documents or memories for tenant "
                                  f"{tenant!r}: run `grm ingest PATH` first")
 
