@@ -16,17 +16,19 @@ another identity or version is a miss (None), never served.
 from __future__ import annotations
 
 from grm.archive.rvq import RVQ_FORMAT, RVQCodebooks
-from grm.store import Record, Store
+from grm.store import Record, kinds
+from grm.store.backend import StoreBackend
+from grm.store.tenant import SYSTEM_TENANT
 
-TENANT = "_system"
-KIND = "codebook"
+TENANT = SYSTEM_TENANT
+KIND = kinds.CODEBOOK
 
 
 def codebook_key(identity: str, version: str) -> str:
     return f"{identity}:{version}"
 
 
-def save_codebooks(store: Store, books: RVQCodebooks) -> Record:
+def save_codebooks(store: StoreBackend, books: RVQCodebooks) -> Record:
     """Write (or rewrite, same bytes) the record of `books`; returns it as committed."""
     cfg = books.config
     meta = {"identity": books.identity, "version": books.version, "format": RVQ_FORMAT, "k": cfg.k,
@@ -37,7 +39,7 @@ def save_codebooks(store: Store, books: RVQCodebooks) -> Record:
                      payload=books.to_bytes(), parent=books.identity)
 
 
-def load_codebooks(store: Store, identity: str, version: str) -> RVQCodebooks | None:
+def load_codebooks(store: StoreBackend, identity: str, version: str) -> RVQCodebooks | None:
     """The codebooks of `identity` at `version`, or None (missing, damaged or not what the key says)."""
     rec = store.get(TENANT, KIND, codebook_key(identity, version))
     if rec is None or rec.state != "active":
@@ -52,12 +54,12 @@ def load_codebooks(store: Store, identity: str, version: str) -> RVQCodebooks | 
     return books if books.version == version else None
 
 
-def codebook_versions(store: Store, identity: str) -> list[str]:
+def codebook_versions(store: StoreBackend, identity: str) -> list[str]:
     """Versions of the active codebook sets stored for `identity`, oldest first."""
     return [str(r.meta.get("version")) for r in store.children(TENANT, KIND, identity)]
 
 
-def archive_stats(store: Store) -> dict:
+def archive_stats(store: StoreBackend) -> dict:
     """What the archive tier holds: every stored codebook set, from the catalog (no payload reads)."""
     rows = []
     for r in sorted(store.records(TENANT, KIND), key=lambda r: r.lsn):
