@@ -182,3 +182,35 @@ def test_scan_finds_a_violating_import_anywhere_in_a_synthetic_tree(tmp_path: Pa
     found = check(scan(root))
     assert [f.split(": ")[0] for f in found] == ["grm/kv/bad.py:3", "grm/policy/bad.py:1", "grm/store/bad.py:4"]
     assert "grm.store.bad -> grm.policy" in found[2]
+
+
+# The only modules that name a concrete store class: they open one. Everything else takes a
+# grm.store.backend.StoreBackend (and checks optional abilities with isinstance).
+OPENERS = {"grm.runtime.runtime", "grm.cli.common"}
+CONCRETE = {"Store", "RedisStore"}
+
+
+def concrete_store_imports(root: Path) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        src = module_name(path, root)
+        if plane(src) == "store" or src in OPENERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grm.store"):
+                found += [f"{path.relative_to(root.parent)}:{node.lineno}: {src} imports {a.name}"
+                          for a in node.names if a.name in CONCRETE]
+    return found
+
+
+def test_only_the_openers_name_a_concrete_store() -> None:
+    assert concrete_store_imports(GRM) == []
+
+
+def test_a_plane_importing_store_itself_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "grm"
+    (root / "policy").mkdir(parents=True)
+    (root / "policy" / "ok.py").write_text("from grm.store.backend import StoreBackend\n")
+    assert concrete_store_imports(root) == []
+    (root / "policy" / "bad.py").write_text("def f():\n    from grm.store import Record, Store\n")
+    assert concrete_store_imports(root) == ["grm/policy/bad.py:2: grm.policy.bad imports Store"]
