@@ -1,0 +1,47 @@
+"""`grm bench gpu --device cpu --quick` runs end to end on a CPU (the GPU gate's CI check).
+
+1. The CLI runs bench/gpu.py: a cold process, then a NEW warm process on the same store.
+2. It writes bench/results/gpu-cpu-quick.json with every field the gate reports, and the numbers
+   are sane: the document came from memory, warm logits are bit-identical to the cold two-stage
+   reading (fp32 on a CPU), re-seat parity within the fp32 tolerance. No speed is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+FIELDS = ("tokens", "doc_tokens", "cold_s", "ingest_s", "warm_store_s", "warm_host_s", "mount_s", "kv_bytes",
+          "mount_bytes_per_s", "raw_bytes_per_s", "tokens_from_memory", "blocks", "logits_bit_identical",
+          "logits_max_abs_diff", "top1_agree", "host_equals_store", "peak_device_bytes", "reseat_parity_max_rel_error",
+          "speedup_store", "speedup_host", "mount_share_of_raw")
+
+
+def test_gpu_bench_runs_on_cpu_quick():
+    out = ROOT / "bench" / "results" / "gpu-cpu-quick.json"
+    out.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "grm", "bench", "gpu", "--device", "cpu", "--quick", "--threads", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["command"].startswith("grm bench gpu --device cpu") and data["model"] == "random:llama-3-8b@small"
+    assert data["targets"]["speedup_host_32k_ge_10"] is None  # a GPU target is not judged on a CPU
+    rows = data["rows"]
+    assert [r["doc_tokens"] for r in rows] == [512, 2048]
+    for r in rows:
+        assert set(FIELDS) <= set(r), sorted(set(FIELDS) - set(r))
+        assert r["device"] == "cpu" and r["dtype"] == "torch.float32"
+        assert r["tokens_from_memory"] >= r["doc_tokens"] and r["blocks"] >= r["doc_tokens"] // 512
+        assert r["tokens"] > r["doc_tokens"]
+        assert r["logits_bit_identical"] and r["logits_max_abs_diff"] == 0.0 and r["top1_agree"]
+        assert r["host_equals_store"]
+        assert r["reseat_parity_max_rel_error"] < 1e-4
+        assert r["raw_bytes_per_s"] is None and r["mount_share_of_raw"] is None  # no accelerator to copy to
+        for key in ("cold_s", "warm_store_s", "warm_host_s", "mount_s", "speedup_store", "speedup_host"):
+            assert math.isfinite(r[key]) and r[key] > 0, key
+    assert rows[1]["kv_bytes"] > rows[0]["kv_bytes"]
+    assert "| tokens | cold |" in (ROOT / "bench" / "results" / "gpu-cpu-quick.md").read_text()
