@@ -13,6 +13,7 @@ import argparse
 
 from grm.cli.common import Choices, common_parser, emit, open_runtime, open_store, show_progress
 from grm.errors import UserInputError
+from grm.store import kinds
 
 RULES = Choices("grm.archive.salient", "RULES")
 SALIENT_STORAGES = Choices("grm.archive.salient", "STORAGES")
@@ -50,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         "--keep-salient digits|names the tokens holding numbers (and names) also keep rows of their own. KEY may be "
                         "a unique prefix. Mounting from the archive is lossy, never an exact hit.")
     d.add_argument("keys", nargs="*", metavar="KEY", help="key (or unique prefix) of a stored record of --kind")
-    d.add_argument("--kind", choices=["block", "graft"], default="block",
+    d.add_argument("--kind", choices=(kinds.BLOCK, kinds.GRAFT), default=kinds.BLOCK,
                    help="what to demote (default block; document grafts follow their block)")
     d.add_argument("--all", action="store_true",
                    help="every stored record of --kind of the tenant (fact grafts stay exact unless named)")

@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                     help="only grafts of KIND: %(choices)s")
     gl.add_argument("--all", action="store_true", help="include retired (folded) grafts")
     gs = gsub.add_parser("show", parents=[nested], help="one graft: text, tokens, lineage")
-    gs.add_argument("id", metavar="ID", help="graft id or a unique prefix of one")
+    gs.add_argument("id", metavar="ID", help="graft id, or the block id `grm ask --json` lists in mounted "
+                    "(or a unique prefix of either)")
     gc = gsub.add_parser("slice", parents=[nested], help="cut a graft into child grafts along token spans",
                          description="Cut graft ID into children, one per START:END token span (END exclusive). "
                          "Each child gets its own payload slice, routing keys, and lineage to ID.")
@@ -42,7 +43,12 @@ def _spans(items: list[str]) -> list[tuple[int, int]]:
 
 
 def _resolve(rt, prefix: str) -> str:
-    found = [g.id for g in rt.grafts.grafts(include_retired=True) if g.id.startswith(prefix)]
+    """The graft named by `prefix`: a graft id (or unique prefix), else the key of the stored block a
+    document graft shares (what `grm ask --json` lists in `mounted` for exact and exact-section)."""
+    grafts = rt.grafts.grafts(include_retired=True)
+    found = [g.id for g in grafts if g.id.startswith(prefix)]
+    if not found and prefix:
+        found = [g.id for g in grafts if g.block and g.block.startswith(prefix)]
     if len(found) != 1:
         what = "no graft" if not found else f"{len(found)} grafts"
         raise UserInputError(f"{what} with id {prefix!r} (see `grm grafts list`)")

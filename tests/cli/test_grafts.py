@@ -46,3 +46,20 @@ def test_grafts_show_prints_iso_times_and_takes_flags_either_side(grm, tmp_path)
     assert ISO.fullmatch(created.split(": ", 1)[1]), created
     code, out, _ = grm("grafts", "--store", store, "list", "--model", TINY)
     assert code == 0 and ISO.search(out) and gid[:12] in out
+
+
+def test_an_id_from_asks_mounted_works_with_grafts_show(grm, tmp_path):
+    doc = tmp_path / "d.txt"
+    doc.write_text("The harbor boat is called Marigold.\n\nIt sails on Tuesdays from the north pier.\n")
+    store = tmp_path / "s"
+    assert grm("ingest", doc, "--store", store, "--model", TINY)[0] == 0
+    code, out, err = grm("ask", "When does the boat sail?", "--store", store, "--model", TINY,
+                         "--max-new-tokens", "2", "--json")
+    assert code == 0, err
+    mounted = json.loads(out)["mounted"]
+    assert mounted, out
+    for m in mounted:
+        code, out, err = grm("grafts", "show", m["id"], "--store", store, "--model", TINY, "--json")
+        assert code == 0, (m, err)
+        shown = json.loads(out)
+        assert m["id"] in (shown["id"], shown["shares_block"]) and "Marigold" in shown["text"]
