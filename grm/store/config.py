@@ -12,7 +12,7 @@ from grm.store.fs import FileSystem
 DURABILITY_MODES = ("volatile", "async", "normal", "full", "strict")
 
 # One line per mode: survives a process crash / a power loss, and what may be lost. The crash
-# simulator (`grm.store.sim`) checks each promise on thousands of disk images.
+# simulator (tests/sim) checks each promise on thousands of disk images.
 DURABILITY_PROMISES = {
     "volatile": "process crash: survives; power loss: does not - anything the OS had not yet "
                 "written back may be lost (never fsyncs; after a power cut the store may need "
@@ -72,6 +72,10 @@ class StoreConfig:
     compress: bool = False  # zstandard-compress payload files (before encryption when encrypted)
     async_flush_ms: int = 50  # async mode: the flusher fsyncs at least this often (ms) ...
     async_max_pending: int = 256  # ... and as soon as this many commits are unsynced
+    # Open for reading only: no lock, no file created, changed or removed (works beside a live
+    # writer, reading what it had committed at open time, and on read-only media). Writes raise
+    # StoreError. The store must exist.
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.root, Path):
@@ -87,6 +91,8 @@ class StoreConfig:
             raise UserInputError(f"lock_timeout must be >= 0 seconds, got {self.lock_timeout!r}")
         if self.master_key is not None and (not isinstance(self.master_key, bytes) or len(self.master_key) != 32):
             raise UserInputError("master key must be exactly 32 bytes")
+        if not isinstance(self.read_only, bool):
+            raise UserInputError(f"read_only must be True or False, got {self.read_only!r}")
         if not isinstance(self.compress, bool):
             raise UserInputError(f"compress must be True or False, got {self.compress!r}")
         for name in ("async_flush_ms", "async_max_pending"):

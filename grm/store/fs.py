@@ -46,6 +46,14 @@ class LockHandle(Protocol):
     def release(self) -> None: ...
 
 
+@runtime_checkable
+class CheckedLock(Protocol):
+    """Optional ability of a lock handle: say whether the lock still guards the path it was
+    taken on (False when that path was removed or replaced by another inode after locking)."""
+
+    def held(self) -> bool: ...
+
+
 class FileSystem(Protocol):
     """What the store needs from a file system. Paths are `str`; errors are `OSError`s."""
 
@@ -75,7 +83,8 @@ class FileSystem(Protocol):
     def size(self, path: str) -> int: ...
 
     def try_lock(self, path: str) -> LockHandle | None:
-        """Take the exclusive lock on `path` (creating it) and write our pid into it."""
+        """Take the exclusive lock on the directory `path` (the store root: an inode the store
+        never removes, so deleting a file in it cannot let a second writer in)."""
 
 
 @runtime_checkable
@@ -176,8 +185,18 @@ class _LocalFile:
 
 
 class _LocalLock:
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, path: str) -> None:
         self._fd = fd
+        self._path = path
+
+    def held(self) -> bool:
+        if self._fd < 0:
+            return False
+        try:
+            now, mine = os.stat(self._path), os.fstat(self._fd)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino)
 
     def release(self) -> None:
         if self._fd >= 0:
@@ -237,7 +256,7 @@ class LocalFS:
         return os.stat(path).st_size
 
     def try_lock(self, path: str) -> _LocalLock | None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -245,10 +264,7 @@ class LocalFS:
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 return None
             raise
-        # The pid is only a hint for the error message of the next opener; not synced.
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        return _LocalLock(fd)
+        return _LocalLock(fd, path)
 
     def os_path(self, path: str) -> str:
         return path

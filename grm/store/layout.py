@@ -2,7 +2,8 @@
 
     <root>/GRM-STORE                      marker: canonical JSON {"format": "grm-store", "version": 1}
                                           (version 2 + "encryption" for encrypted stores: grm.store.root)
-    <root>/LOCK                           flock'ed by the one process that has the store open; holds its pid
+    <root>/LOCK                           the pid of the writer holding the lock (a hint; the lock
+                                          itself is flock on the root folder: grm.store.root)
     <root>/log/<generation:016x>.seg      event-log segments (format in `grm.store.log`)
     <root>/checkpoints/<lsn:016x>.ckpt    checkpoints (format in `grm.store.checkpoint`)
     <root>/payloads/<th>/<dd>/<digest>    payload files: th = sha256(tenant)[:16], dd = digest[:2]

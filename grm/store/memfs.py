@@ -46,6 +46,10 @@ class _MemLock:
         self._fs = fs
         self._path = path
 
+    def held(self) -> bool:
+        with self._fs._mutex:
+            return self._path in self._fs._locks and self._path in self._fs._dirs
+
     def release(self) -> None:
         with self._fs._mutex:
             self._fs._locks.discard(self._path)
@@ -146,11 +150,11 @@ class MemoryFS:
     def try_lock(self, path: str) -> _MemLock | None:
         p = _norm(path)
         with self._mutex:
-            self._need_parent(p)
+            if p not in self._dirs:
+                raise FileNotFoundError(f"no such directory: {p}")
             if p in self._locks:
                 return None
             self._locks.add(p)
-            self._files[p] = bytearray(f"{os.getpid()}\n".encode())
         return _MemLock(self, p)
 
     # Test helpers: reach into the bytes the way a bit flip or a torn write would.

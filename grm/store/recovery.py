@@ -88,11 +88,15 @@ def _unfinished(fs: FileSystem, path: str) -> bool:
 
 
 def recover(fs: FileSystem, layout: Layout, state: HostState | None = None,
-            decode_row: Callable[[list[Any]], Record] = Record.from_list) -> Recovered:
+            decode_row: Callable[[list[Any]], Record] = Record.from_list, *,
+            read_only: bool = False) -> Recovered:
     """Recover into `state` (a fresh HostState by default; an encrypted store passes one that
-    can open sealed texts, and a `decode_row` for its checkpoint rows)."""
-    _remove_temporaries(fs, layout.log_dir)
-    _remove_temporaries(fs, layout.checkpoint_dir)
+    can open sealed texts, and a `decode_row` for its checkpoint rows). `read_only`: change no
+    file (a reader beside a live writer, or read-only media): temporaries and unfinished
+    segments are skipped rather than removed, a torn tail is dropped in memory only."""
+    if not read_only:
+        _remove_temporaries(fs, layout.log_dir)
+        _remove_temporaries(fs, layout.checkpoint_dir)
     state = state if state is not None else HostState()
     invalid: list[str] = []
     ckpt = _load_checkpoint(fs, layout, state, invalid, decode_row)
@@ -101,8 +105,9 @@ def recover(fs: FileSystem, layout: Layout, state: HostState | None = None,
     gens = sorted((g, n) for n in _listdir(fs, layout.log_dir) if (g := parse_segment_name(n)) is not None)
     unfinished = 0
     while gens and _unfinished(fs, os.path.join(layout.log_dir, gens[-1][1])):
-        log.warning("removing unfinished newest log segment %s", gens[-1][1])
-        fs.remove(os.path.join(layout.log_dir, gens[-1][1]))
+        if not read_only:
+            log.warning("removing unfinished newest log segment %s", gens[-1][1])
+            fs.remove(os.path.join(layout.log_dir, gens[-1][1]))
         gens.pop()
         unfinished += 1
     segments: list[Segment] = []
@@ -167,6 +172,9 @@ def recover(fs: FileSystem, layout: Layout, state: HostState | None = None,
     keep_end = keep[-1].end if keep else HEADER_SIZE
     if keep_end < tail.size:
         out.torn_dropped = (len(tail.frames) - len(keep)) + (1 if tail.torn else 0)
+        if read_only:  # a writer may be appending right now: nothing to report, nothing to cut
+            out.torn_dropped = 0
+            return out
         log.warning("dropping %d bytes (%d frames) after the last commit of %s",
                     tail.size - keep_end, out.torn_dropped, tail.path)
         fs.truncate(tail.path, keep_end)

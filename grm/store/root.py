@@ -1,7 +1,15 @@
-"""Claiming a store root: the marker that says "this is a GRM store" and the one-process lock.
+"""Claiming a store root: the one-writer lock and the marker that says "this is a GRM store".
+
+Order (a writer, `open_root`): make the folder, take the lock on it, and only then look at the
+marker and create it if absent. The lock is `FileSystem.try_lock` on the root folder itself
+(fcntl.flock on the directory for LocalFS): an inode the store never removes, so deleting or
+replacing a file in the root cannot let a second writer in, and two processes creating the same
+store cannot both write a marker (the second waits for, or is refused by, the lock and then finds
+the first one's marker). `<root>/LOCK` holds the holder's pid, only so the refused opener can name
+it. A writer re-checks before every append that its lock still guards the root it opened.
 
 A store is created only in a missing or empty folder (an empty folder may hold a LOCK file or a
-marker temporary from an interrupted creation). The marker `GRM-STORE` is written first, with
+marker temporary from an interrupted creation). The marker `GRM-STORE` is written with
 `atomic_write`, so a folder either has a whole marker or is still "empty"; a folder with other
 contents and no marker is refused. The marker is canonical JSON {"format": "grm-store",
 "version": N}; a version newer than this code is refused rather than misread.
@@ -12,13 +20,14 @@ An encrypted store (created with a master key) has version 2 and
 Opening it without a key, with another key, or opening a plain store with a key, is refused
 with a StoreError that says which; nothing is read or written before that check.
 
-The lock is `try_lock` on `<root>/LOCK` (fcntl.flock for LocalFS). It is held until close; the
-file holds the holder's pid so the refused opener can name it.
+Readers (`check_root`, a read-only open) take no lock and write nothing: the store must exist.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 
 from grm.errors import StoreError
@@ -37,13 +46,43 @@ from grm.store.layout import (
 from grm.store.record import canonical_json
 
 
-def claim_root(fs: FileSystem, layout: Layout, *, sync: bool, master_key: bytes | None = None) -> Keyring | None:
-    """Create the store in a missing or empty folder, or check that it is one; returns the
-    keyring of an encrypted store (None for a plain one). OSError escapes."""
+def open_root(fs: FileSystem, layout: Layout, *, sync: bool, master_key: bytes | None,
+              timeout: float) -> tuple[Keyring | None, LockHandle]:
+    """A writer's open: make the root folder, lock it, then create or check the marker.
+    Returns (keyring or None, lock). OSError escapes."""
     root = layout.root
     if fs.exists(root) and not fs.is_dir(root):
         raise StoreError(f"{root} is not a GRM store (it is not a directory)")
     ensure_dir(fs, root, sync=sync)
+    lock = take_lock(fs, layout, timeout)
+    try:
+        keyring = claim_root(fs, layout, sync=sync, master_key=master_key)
+    except BaseException:
+        lock.release()
+        raise
+    # The pid is only a hint for the error message of the next opener: not synced, and nothing
+    # depends on the file (removing it changes nothing; the lock is on the folder).
+    with contextlib.suppress(OSError):
+        handle = fs.open_write(layout.lock)
+        try:
+            handle.write(f"{os.getpid()}\n".encode())
+        finally:
+            handle.close()
+    return keyring, lock
+
+
+def check_root(fs: FileSystem, layout: Layout, master_key: bytes | None) -> Keyring | None:
+    """A reader's open: the root must already be a GRM store; nothing is written."""
+    if not fs.is_dir(layout.root) or MARKER_NAME not in fs.listdir(layout.root):
+        raise StoreError(f"{layout.root} is not a GRM store (no {MARKER_NAME} marker; "
+                         f"a read-only open never creates one)")
+    return _check_marker(fs, layout, master_key)
+
+
+def claim_root(fs: FileSystem, layout: Layout, *, sync: bool, master_key: bytes | None = None) -> Keyring | None:
+    """Under the root lock: create the store in an empty folder, or check that it is one;
+    returns the keyring of an encrypted store (None for a plain one). OSError escapes."""
+    root = layout.root
     names = fs.listdir(root)
     if MARKER_NAME in names:
         keyring = _check_marker(fs, layout, master_key)
@@ -95,7 +134,7 @@ def _check_marker(fs: FileSystem, layout: Layout, master_key: bytes | None) -> K
 def take_lock(fs: FileSystem, layout: Layout, timeout: float) -> LockHandle:
     deadline = time.monotonic() + timeout
     while True:
-        handle = fs.try_lock(layout.lock)
+        handle = fs.try_lock(layout.root)
         if handle is not None:
             return handle
         if time.monotonic() >= deadline:

@@ -33,6 +33,10 @@ class HostState:
         # (tenant, kind, parent) -> keys: children() is on the chain-lookup path, keep it O(1).
         self._children: dict[tuple[str, str, str], dict[str, None]] = {}
 
+    def fresh(self) -> HostState:
+        """An empty state that opens sealed rows the same way (a retried recovery)."""
+        return HostState(self._open_text, self._open_body, self._open_row)
+
     def __len__(self) -> int:
         return sum(len(d) for d in self._rows.values())
 

@@ -9,10 +9,11 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
-from grm.errors import StoreError, StorePoisoned, UserInputError
+from grm.errors import CorruptionError, StoreError, StorePoisoned, UserInputError
 from grm.store.catalog import Catalog
 from grm.store.checkpoint import write_checkpoint
 from grm.store.config import DURABILITY_MODES, MODE_RULES, StoreConfig
@@ -20,14 +21,14 @@ from grm.store.crypt import Keyring
 from grm.store.defences import Defences
 from grm.store.durability import Flusher
 from grm.store.envelope import Codec
-from grm.store.fs import Bytes, FileSystem, LocalFS, OsPaths
+from grm.store.fs import Bytes, CheckedLock, FileSystem, LocalFS, OsPaths
 from grm.store.layout import MARKER_NAME, Layout, is_tmp, parse_checkpoint_name, parse_segment_name
 from grm.store.log import LogWriter
 from grm.store.payloads import PayloadFiles
 from grm.store.reads import StoreReads
 from grm.store.record import Record
-from grm.store.recovery import recover, remove_covered
-from grm.store.root import claim_root, take_lock
+from grm.store.recovery import Recovered, recover, remove_covered
+from grm.store.root import check_root, open_root
 from grm.store.state import HostState
 from grm.store.txn import Txn
 
@@ -35,14 +36,24 @@ log = logging.getLogger("grm.store")
 T = TypeVar("T")
 
 
+class _NoLock:
+    """A read-only open holds no lock."""
+
+    def release(self) -> None:
+        pass
+
+
 class Store(StoreReads):
     """The durable plane: event log (authority), checkpoints, payload files, SQLite catalog.
 
     Lifecycle (who calls what, when):
-    1. `Store.open(config)` creates a store in a missing or empty folder, or opens one; checks the
-       master key of an encrypted store; takes the root lock (one process at a time); recovers the
-       host state from checkpoint + log (`grm.store.recovery`); brings the SQLite catalog to the
-       log's LSN, rebuilding it if needed; logs a mode record if the durability mode changed.
+    1. `Store.open(config)` takes the root lock (one writing process at a time; `grm.store.root`),
+       creates a store in a missing or empty folder, or opens one; checks the master key of an
+       encrypted store; recovers the host state from checkpoint + log (`grm.store.recovery`);
+       brings the SQLite catalog to the log's LSN, rebuilding it if needed; logs a mode record if
+       the durability mode changed. With `config.read_only` it takes no lock and writes nothing:
+       it reads the committed state (beside a live writer, or on read-only media) and refuses
+       writes.
     2. Writers call `put`, `delete`, `set_state`, or group them in `with store.transaction() as txn`.
        A payload file is written before the log frame naming it (invariant 5); a call returns
        after its commit frame is in the log, fsynced as the durability mode says
@@ -87,24 +98,21 @@ class Store(StoreReads):
             ("payload_corrupt", "payload_missing", "torn_records_dropped", "catalog_rebuilds",
              "checkpoints_invalid", "checkpoints_written", "text_unauthenticated",
              "unfinished_segments"), 0)
-        sync = config.syncs
+        sync = config.syncs and not config.read_only
+        self._read_only = config.read_only
         state = (HostState(self._codec.open_text, self._codec.open_mutation, self._codec.open_row)
                  if keyring is not None else HostState())
         try:
-            for name in fs.listdir(layout.root):
-                if name.startswith(MARKER_NAME) and is_tmp(name):
-                    fs.remove(os.path.join(layout.root, name))
-            rec = recover(fs, layout, state, state.decode_row)
-            if rec.tail is not None:
-                t = rec.tail
-                self._writer = LogWriter(fs, t.path, t.header, t.next_lsn, t.size)
-                if sync:  # what recovery found is durable from here on (the dur rule needs it)
-                    self._writer.fsync()
+            self._writer: LogWriter | None = None
+            if self._read_only:
+                rec = self._recover_read_only(state)  # no writer: nothing appended, cut or removed
             else:
-                gen = rec.max_generation + 1
-                self._writer = LogWriter.create(fs, layout.segment(gen), gen, rec.last_lsn + 1,
-                                                os.urandom(8), sync)
-            remove_covered(fs, rec.covered, sync=sync)
+                for name in fs.listdir(layout.root):
+                    if name.startswith(MARKER_NAME) and is_tmp(name):
+                        fs.remove(os.path.join(layout.root, name))
+                rec = recover(fs, layout, state, state.decode_row)
+                self._writer = self._tail_writer(rec, sync)
+                remove_covered(fs, rec.covered, sync=sync)
         except OSError as e:
             raise StoreError(f"cannot recover store {layout.root}: {e}") from e
         self._state: HostState = rec.state
@@ -118,15 +126,19 @@ class Store(StoreReads):
         self.counters["text_unauthenticated"] = state.unauthenticated
         self.counters["unfinished_segments"] = rec.unfinished_segments
         self._payloads = PayloadFiles(fs, layout, self._codec)
-        path = fs.os_path(layout.catalog) if isinstance(fs, OsPaths) and keyring is None else None
+        on_disk = isinstance(fs, OsPaths) and keyring is None and not self._read_only
+        path = fs.os_path(layout.catalog) if on_disk else None
         self._catalog = Catalog(fs, path, full_sync=MODE_RULES[self._mode]["catalog_full"])
         try:
             if self._catalog.open(self._state.iter_all(), self._last_lsn):
                 self.counters["catalog_rebuilds"] += 1
         except (sqlite3.Error, OSError) as e:
-            self._writer.close()
+            if self._writer is not None:
+                self._writer.close()
             self._catalog.close()
             raise StoreError(f"cannot build the catalog of {layout.root}: {e}") from e
+        if self._read_only:
+            return
         if self._mode == "async":
             self._start_flusher()
         if self._mode != (self._state.mode or "normal"):
@@ -138,8 +150,11 @@ class Store(StoreReads):
         fs = config.fs if config.fs is not None else LocalFS()
         layout = Layout(os.fspath(config.root))
         try:
-            keyring = claim_root(fs, layout, sync=config.syncs, master_key=config.master_key)
-            lock = take_lock(fs, layout, config.lock_timeout)
+            if config.read_only:
+                keyring, lock = check_root(fs, layout, config.master_key), _NoLock()
+            else:
+                keyring, lock = open_root(fs, layout, sync=config.syncs, master_key=config.master_key,
+                                          timeout=config.lock_timeout)
         except OSError as e:
             raise StoreError(f"cannot open store {layout.root}: {e}") from e
         try:
@@ -159,7 +174,8 @@ class Store(StoreReads):
                 self.flush()
             self._closed = True
             with contextlib.suppress(OSError):
-                self._writer.close()
+                if self._writer is not None:
+                    self._writer.close()
             for handle in self._payloads.take_pending()[0]:
                 with contextlib.suppress(OSError):
                     handle.close()
@@ -192,6 +208,8 @@ class Store(StoreReads):
 
     def _check_writable(self) -> None:
         self._check_open()
+        if self._read_only:
+            raise StoreError(f"store {self._layout.root} was opened read-only")
         if self._poisoned is not None:
             raise StorePoisoned(f"store {self._layout.root} refused a write: an earlier write failed "
                                 f"({self._poisoned}); reopen it to recover")
@@ -208,6 +226,48 @@ class Store(StoreReads):
             self._poison(e)
             raise StorePoisoned(f"write to store {self._layout.root} failed ({e}); "
                                 f"writes are refused until it is reopened") from e
+
+    def _tail_writer(self, rec: Recovered, sync: bool) -> LogWriter:
+        """Append to the segment recovery left, or start a new generation."""
+        if rec.tail is not None:
+            t = rec.tail
+            writer = LogWriter(self._fs, t.path, t.header, t.next_lsn, t.size)
+            if sync:  # what recovery found is durable from here on (the dur rule needs it)
+                writer.fsync()
+            return writer
+        gen = rec.max_generation + 1
+        return LogWriter.create(self._fs, self._layout.segment(gen), gen, rec.last_lsn + 1, os.urandom(8), sync)
+
+    def _check_sole_writer(self) -> None:
+        """Before every append: the root lock still guards this root, and nobody else appended
+        to the log since our last write. Otherwise refuse (and poison: the log is not ours)."""
+        assert self._writer is not None
+        try:
+            size = self._fs.size(self._writer.path)
+        except OSError as e:
+            size = f"unreadable ({e})"
+        why = None
+        if isinstance(self._lock_handle, CheckedLock) and not self._lock_handle.held():
+            why = "its lock no longer guards the store folder (it was moved or replaced)"
+        elif size != self._writer.size:
+            why = f"its log {self._writer.path} is {size} bytes, not the {self._writer.size} this writer left"
+        if why is not None:
+            e = StoreError(f"store {self._layout.root} refused a write: another process may be writing: {why}")
+            self._poison(e)
+            raise e
+
+    def _recover_read_only(self, state: HostState) -> Recovered:
+        """Recovery without writing; a live writer's checkpoint can remove a segment or start a
+        new generation under our feet, so a failed attempt is retried (fresh state) a few times."""
+        for attempt in range(8):
+            try:
+                return recover(self._fs, self._layout, state, state.decode_row, read_only=True)
+            except (CorruptionError, FileNotFoundError):
+                if attempt == 7:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+                state = state.fresh()
+        raise AssertionError("unreachable")
 
     def _count(self, name: str) -> None:
         with self._counter_lock:
@@ -229,7 +289,7 @@ class Store(StoreReads):
         """Fsync every deferred payload file, its folder and the log now, and advance
         `durable_lsn` (async mode; the other modes have nothing deferred)."""
         with self._lock:
-            if self._closed or not MODE_RULES[self._mode]["deferred"]:
+            if self._closed or self._writer is None or not MODE_RULES[self._mode]["deferred"]:
                 return
             writer, target = self._writer, self._last_lsn
             files, folders = self._payloads.take_pending()
@@ -320,6 +380,7 @@ class Store(StoreReads):
             return
         rules = MODE_RULES[self._mode]
         bodies = txn.bodies + [txn.commit_body()]
+        self._check_sole_writer()
         last = self._io(lambda: self._writer.append(bodies, fsync=rules["fsync_commit"], verify=rules["verify"]))
         # Acknowledged from here on: the host state and then the catalog follow the log.
         if rules["fsync_commit"]:
