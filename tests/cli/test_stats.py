@@ -82,3 +82,16 @@ def test_fsck_status_rule():
     assert fsck_status(clean | {"lost": ["t/block/k"]}, repaired=False) == 1  # a field added later counts too
     assert fsck_status(clean | {"catalog_ok": False}, repaired=False) == 1
     assert fsck_status(clean | {"catalog_ok": False}, repaired=True) == 0  # --repair rebuilt it
+
+
+def test_stats_and_fsck_read_beside_a_live_writer(grm, tmp_path):
+    store = tmp_path / "s"
+    _two_tenants(grm, store)
+    with Store.open(StoreConfig(root=store)) as writer:  # holds the store's write lock, like a running chat
+        writer.put("bob", "fact", "k-extra", meta={"x": 1})
+        code, out, err = grm("stats", "--store", store, "--tenant", "bob", "--json")
+        assert code == 0, err
+        code, out, err = grm("fsck", "--store", store, "--json")
+        assert code == 0 and json.loads(out)["damaged"] == [], err
+        code, _, err = grm("fsck", "--store", store, "--repair")  # repairing writes: it must wait its turn
+        assert code == 2 and one_error_line(err)
