@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     config = PolicyConfig(tenant=args.tenant, project=args.project, session=args.session)
     now = time.time()
     if text.casefold() in LISTINGS:
-        with open_store(args) as store:
+        with open_store(args, read_only=True) as store:  # beside a live writer (a running chat) too
             obj = _listing(PolicyMemory(store, config), text.casefold(), now)
         print(json.dumps(obj, ensure_ascii=False) if args.json else "\n".join(_lines(obj)))
         return 0
@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserInputError(f"not a memory command: {text[:60]!r}; try `grm memory --help`")
     if isinstance(cmd, Malformed):
         raise UserInputError(f"{cmd.reason}; {cmd.usage}")
-    with open_store(args, create=not isinstance(cmd, (Show, Why))) as store:
+    reading = isinstance(cmd, (Show, Why))
+    with open_store(args, create=not reading, read_only=reading) as store:
         res = PolicyMemory(store, config).execute(cmd, evidence_id=f"cli-{int(now * 1000)}", now=now)
     print(json.dumps(res.to_json(), ensure_ascii=False) if args.json else res.text)
     if isinstance(cmd, SetDurability):

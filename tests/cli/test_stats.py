@@ -95,3 +95,17 @@ def test_stats_and_fsck_read_beside_a_live_writer(grm, tmp_path):
         assert code == 0 and json.loads(out)["damaged"] == [], err
         code, _, err = grm("fsck", "--store", store, "--repair")  # repairing writes: it must wait its turn
         assert code == 2 and one_error_line(err)
+
+
+def test_memory_reading_commands_work_beside_a_live_writer(grm, tmp_path):
+    store = tmp_path / "s"
+    _two_tenants(grm, store)
+    with Store.open(StoreConfig(root=store)):
+        for words in (["list"], ["reviews"], ["folds"], ["show memory about: locker"],
+                      ["why do you remember: locker code"]):
+            code, out, err = grm("memory", "--store", store, "--tenant", "alice", *words)
+            assert code in (0, 1) and "error" not in err, (words, err)
+        code, out, err = grm("memory", "--store", store, "--tenant", "alice", "list")
+        assert "locker code is 1234" in out
+        code, _, err = grm("memory", "--store", store, "--tenant", "alice", "remember permanently: x is 2")
+        assert code == 2 and "in use" in one_error_line(err)  # a write waits for the writer
