@@ -383,11 +383,13 @@ class TenantMemory:
         return self.store.get(self.tenant, DOCUMENT, doc_id)
 
     def _blocks_of(self, doc: Any) -> set[str]:
-        """The blocks a document owns: those its record lists, and its chain blocks (a `both`
-        ingest's record lists only its sections)."""
+        """The blocks a document is made of: those its record lists (its sections, after a
+        `both` ingest) and the stored chain its text reads as (blocks shared with other
+        documents included: the caller keeps those)."""
         owned = set(doc.meta.get("blocks", ()))
-        name = doc.meta.get("name")
-        owned.update(r.key for r in self.store.records(self.tenant, "block") if name and r.meta.get("doc") == name)
+        data = self.store.read_payload(doc)
+        if data is not None:
+            owned.update(self.rt.exact.match(data.decode("utf-8"))[1])
         return owned
 
     def document_grafts(self, doc: Any) -> list[Any]:
@@ -406,12 +408,12 @@ class TenantMemory:
                 shared |= self._blocks_of(d)
         owned = self._blocks_of(doc)
         blocks = owned - shared
-        grafts = [r.key for r in self.store.records(self.tenant, "graft") if r.meta.get("block") in blocks]
+        grafts = [r.key for r in self.store.records(self.tenant, GRAFT) if r.meta.get("block") in blocks]
         with self.store.transaction() as txn:
             for key in grafts:
-                txn.delete(self.tenant, "graft", key)
-            removed = sum(bool(txn.delete(self.tenant, "block", key)) for key in sorted(blocks))
-            txn.delete(self.tenant, "document", doc_id)
+                txn.delete(self.tenant, GRAFT, key)
+            removed = sum(bool(txn.delete(self.tenant, BLOCK, key)) for key in sorted(blocks))
+            txn.delete(self.tenant, DOCUMENT, doc_id)
         for key in grafts:
             self.rt.residency.drop(key)
         return {"id": doc_id, "deleted": True, "blocks": removed, "grafts": len(grafts),

@@ -4,6 +4,7 @@ and `Background` for tests and benchmarks (a server on a free loopback port in a
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import sys
 import threading
@@ -47,6 +48,10 @@ def serve(runtime_config: Any, config: ServeConfig) -> int:
           f"({'no auth, tenant ' + config.tenant if config.no_auth else 'API keys from ' + str(config.keys)}); "
           "inspector at /ui", file=sys.stderr)
     server = _uvicorn(app, config, config.port)
+    # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found: make that
+    # one a no-op so a drained server exits 0 instead of dying by the signal.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     server.run()
     return 0 if server.started else 2
 

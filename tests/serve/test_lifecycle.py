@@ -1,0 +1,133 @@
+"""`grm serve` as a process: refusing unsafe flags, answering, draining on SIGTERM, restarting.
+
+1. --no-auth on a non-loopback host, and no keys at all, exit 2 with one line (no model loaded).
+2. --add-key prints a key once and stores only its SHA-256.
+3. SIGTERM while a request is in flight: that request is answered in full (200), the process
+   exits 0, and what it acknowledged is in the store: after a restart the same prompt loads
+   from memory.
+4. /metrics counts prompt tokens and hits in tokens, per tenant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+
+from grm.serve.server import free_port
+from tests.serve.conftest import MODEL
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def grm(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grm", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, **kw)
+
+
+def test_unsafe_or_keyless_serving_is_refused(tmp_path):
+    r = grm("serve", "--no-auth", "--host", "0.0.0.0", "--store", str(tmp_path / "s"))
+    assert r.returncode == 2 and "loopback" in r.stderr and "Traceback" not in r.stderr
+    r = grm("serve", "--store", str(tmp_path / "s"))
+    assert r.returncode == 2 and "--keys FILE" in r.stderr
+    (tmp_path / "bad").write_text("alice not-a-hash\n")
+    r = grm("serve", "--keys", str(tmp_path / "bad"), "--store", str(tmp_path / "s"), "--model", MODEL)
+    assert r.returncode == 2 and "TENANT sha256:HEX64" in r.stderr
+
+
+def test_add_key_prints_the_key_once_and_stores_its_hash(tmp_path):
+    keys = tmp_path / "keys.txt"
+    r = grm("serve", "--add-key", "carol", "--keys", str(keys))
+    assert r.returncode == 0, r.stderr
+    key = r.stdout.strip()
+    text = keys.read_text()
+    assert key not in text and f"carol sha256:{hashlib.sha256(key.encode()).hexdigest()}" in text
+    assert oct(keys.stat().st_mode & 0o777) == "0o600"
+
+
+def _spawn(tmp_path: Path, port: int) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    return subprocess.Popen([sys.executable, "-m", "grm", "serve", "--no-auth", "--port", str(port), "--model", MODEL,
+                             "--store", str(tmp_path / "store"), "--threads", "2"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _ready(url: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("server not ready")
+
+
+def test_sigterm_drains_in_flight_requests_and_keeps_what_it_acknowledged(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    prompt = "The keeper's log for the winter of 1911, page one. " * 12
+    proc = _spawn(tmp_path, port)
+    try:
+        _ready(url, proc)
+        result: dict = {}
+
+        def ask() -> None:
+            body = {"model": MODEL, "prompt": prompt, "max_tokens": 400}
+            result["r"] = httpx.post(url + "/v1/completions", json=body, timeout=120)
+
+        t = threading.Thread(target=ask)
+        t.start()
+        time.sleep(0.5)  # the request is being answered
+        proc.send_signal(signal.SIGTERM)
+        t.join(120)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    r = result["r"]
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] > 0
+    proc = _spawn(tmp_path, port)
+    try:
+        _ready(url, proc)
+        again = httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2},
+                           timeout=60).json()
+        assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= again["usage"]["prompt_tokens"] - 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+
+
+def _sample(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in metrics")
+
+
+def test_metrics_count_queries_and_hits_in_tokens(fresh_server):
+    srv = fresh_server()
+    h = srv.headers("alice")
+    body = {"model": MODEL, "prompt": "A prompt read twice for the metrics. " * 5, "max_tokens": 2}
+    first = httpx.post(srv.url + "/v1/completions", json=body, headers=h).json()["usage"]
+    second = httpx.post(srv.url + "/v1/completions", json=body, headers=h).json()["usage"]
+    text = httpx.get(srv.url + "/metrics", headers=h).text
+    queries = _sample(text, 'grm:prefix_cache_queries_total{tenant="alice"}')
+    hits = _sample(text, 'grm:prefix_cache_hits_total{tenant="alice"}')
+    assert queries == first["prompt_tokens"] + second["prompt_tokens"]
+    assert hits == first["prompt_tokens_details"]["cached_tokens"] + second["prompt_tokens_details"]["cached_tokens"]
+    assert _sample(text, 'grm:time_to_first_token_seconds_count{memory="on",tenant="alice"}') == 2
+    assert _sample(text, 'grm:request_duration_seconds_count{memory="on",tenant="alice"}') == 2
+    assert _sample(text, 'grm:store_bytes{tenant="alice",tier="exact"}') > 0
+    assert _sample(text, 'grm:page_ins_total{plane="device",tenant="alice"}') >= 0
+    assert _sample(text, "grm:queue_depth") == 0
