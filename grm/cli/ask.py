@@ -52,9 +52,6 @@ def run(args: argparse.Namespace) -> int:
     text = read_prompt(args)
     with open_runtime(args, create=False, block_tokens=args.block_tokens, graft_k=args.grafts,
                       repair=args.repair) as rt:
-        tenant = rt.config.tenant
-        if args.mode != "exact" and not any(r.state == "active" for r in rt.store.records(tenant)):
-            raise UserInputError(f"the store holds nothing for tenant {tenant!r}; run `grm ingest` first")
         answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))
