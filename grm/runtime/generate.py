@@ -51,6 +51,7 @@ def greedy(
     ids: list[int] = []
     ttft = 0.0
     sent = 0  # characters of the answer already given to on_token
+    cancelled = False
     ends = stops + (("\n\n",) if blank_line_ends else ())
 
     def report(text: str) -> str:
@@ -71,6 +72,7 @@ def greedy(
                 shown = shown[: len(shown) - _held_back(shown, ends)].rstrip()
             if len(shown) > sent:
                 if on_token(shown[sent:]) is False:
+                    cancelled = True
                     break
                 sent = len(shown)
         if done:
@@ -79,7 +81,7 @@ def greedy(
             logits = step(model, cache, token, seat)
             seat += 1
     final = report(tok.decode(ids))
-    if on_token is not None and len(final) > sent:
+    if on_token is not None and not cancelled and len(final) > sent:
         on_token(final[sent:])
     return final, ids, ttft
 

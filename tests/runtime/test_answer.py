@@ -1,0 +1,142 @@
+"""The one answer pipeline (grm/runtime/answer.py) as users and the server drive it.
+
+Expectations:
+1. A prompt that starts with a document hits every stored block by exact bytes, whatever follows
+   (a tokenizer that would merge the document's last characters with the question's newlines
+   included); warm logits equal the cold computation of the same segmented token sequence.
+2. `store_prompt`: a prompt's new blocks are stored, so the next prompt that starts with it (a
+   conversation's next turn) hits them, bit-identically to the cold segmented computation.
+3. Streaming: the deltas given to `on_token` add up to the answer; returning False cancels.
+4. `memory=False` loads and stores nothing; the default layout serves both prompts that start
+   with a document (chain) and questions over the corpus (sections).
+5. A fallback to no memory is named in `fallback`; a tenant with no memory is refused.
+6. `for_tenant` shares the model and store and sees only its tenant.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from grm.errors import UserInputError
+from grm.exact import split_blocks
+from grm.kv import new_cache
+from grm.kv.forward import prefill
+from tests.conftest import lorem
+
+DOC = lorem(6, seed=11)
+
+
+def cold_segmented_logits(rt, segments: list[list[int]]) -> torch.Tensor:
+    """Sinks, then each token run in its own forward call, nothing loaded."""
+    cache, seat, logits = new_cache(), 0, None
+    for ids in [list(rt.lm.tokenizer.sink_ids), *segments]:
+        logits = prefill(rt.lm.model, cache, ids, seat)
+        seat += len(ids)
+    return logits
+
+
+def test_store_prompt_makes_the_next_turn_hit_its_history_bit_identically(make_runtime):
+    rt = make_runtime(block_tokens=48)
+    tok = rt.lm.tokenizer
+    first = "System: be brief.\nUser: " + DOC[:400] + "\nAssistant:"
+    a1 = rt.ask(first, mode="exact", store_prompt=True, chat=True, max_new_tokens=3)
+    assert a1.tokens_from_memory == len(tok.sink_ids)  # nothing stored yet
+    second = first + " ok.\nUser: and the harbor?\nAssistant:"
+    a2 = rt.ask(second, mode="exact", max_new_tokens=2)
+    blocks = split_blocks(first, tok, 48)
+    assert len(blocks) > 2
+    assert a2.tokens_from_memory == len(tok.sink_ids) + sum(len(b.ids) for b in blocks)
+    assert a2.tokens_computed == len(tok.encode(second[len(first):]))
+    _cache, warm, _seat, _mem, prefix = rt.exact_context(second)
+    cold = cold_segmented_logits(rt, [list(b.ids) for b in blocks] + [tok.encode(second[len(first):])])
+    assert len(prefix.blocks) == len(blocks) and torch.equal(warm, cold)
+
+
+def test_streamed_deltas_add_up_to_the_answer_and_false_cancels(make_runtime, tmp_path):
+    rt = make_runtime()
+    (tmp_path / "d.txt").write_text(DOC, encoding="utf-8")
+    rt.ingest([tmp_path / "d.txt"], progress=False)
+    pieces: list[str] = []
+    a = rt.ask(DOC + "\nMore:", mode="exact", max_new_tokens=12, chat=True, on_token=pieces.append)
+    assert "".join(pieces) == a.answer and len(pieces) >= 2
+    got: list[str] = []
+    rt.ask(DOC + "\nMore:", mode="exact", max_new_tokens=12, chat=True,
+           on_token=lambda d: got.append(d) or False)
+    assert len(got) == 1  # cancelled after the first delta
+
+
+def test_memory_off_loads_and_stores_nothing(make_runtime, tmp_path):
+    rt = make_runtime()
+    (tmp_path / "d.txt").write_text(DOC, encoding="utf-8")
+    rt.ingest([tmp_path / "d.txt"], progress=False)
+    before = len(list(rt.store.records(rt.config.tenant, "block")))
+    a = rt.ask(DOC + "\n\nQuestion: which?\nAnswer:", max_new_tokens=2, memory=False, store_prompt=True)
+    assert a.mode == "cold" and a.tokens_from_memory == 0 and a.tokens_computed == a.prompt_tokens
+    assert len(list(rt.store.records(rt.config.tenant, "block"))) == before
+
+
+def test_default_layout_serves_document_prompts_and_questions(make_runtime, tmp_path):
+    rt = make_runtime(block_tokens=64, section_tokens=96)
+    (tmp_path / "d.txt").write_text(DOC, encoding="utf-8")
+    rt.ingest([tmp_path / "d.txt"], progress=False)
+    sinks = len(rt.lm.tokenizer.sink_ids)
+    doc_tokens = sum(len(b.ids) for b in split_blocks(DOC, rt.lm.tokenizer, 64))
+    a = rt.ask(DOC + "\n\nQuestion: what is the first word?\nAnswer:", max_new_tokens=2)
+    assert a.mode == "exact" and a.tokens_from_memory == sinks + doc_tokens
+    q = rt.ask("Which harbor seal sensor?", max_new_tokens=2)
+    assert q.mode == "exact-section" and q.tokens_from_memory > sinks and q.fallback is None
+    assert q.mounted and q.mounted[0]["source"].endswith("d.txt") and len(q.mounted[0]["span"]) == 2
+
+
+def test_a_fallback_is_named_and_a_tenant_without_memory_is_refused(make_runtime, tmp_path):
+    rt = make_runtime()
+    with pytest.raises(UserInputError, match="holds no documents"):
+        rt.ask("What is the code?", max_new_tokens=2)
+    (tmp_path / "d.txt").write_text(DOC, encoding="utf-8")
+    rt.ingest([tmp_path / "d.txt"], progress=False)
+    a = rt.ask("zzqx vvbn?", mode="exact-section", max_new_tokens=2)
+    assert a.mode == "none" and a.fallback and "no stored section" in a.fallback
+
+
+def test_for_tenant_shares_the_model_and_sees_only_its_tenant(make_runtime, tmp_path):
+    rt = make_runtime(tenant="alice")
+    (tmp_path / "d.txt").write_text(DOC, encoding="utf-8")
+    rt.ingest([tmp_path / "d.txt"], progress=False)
+    bob = rt.for_tenant("bob")
+    assert bob.lm is rt.lm and bob.store is rt.store
+    with pytest.raises(UserInputError, match="holds no documents"):
+        bob.ask("Which harbor seal sensor?", max_new_tokens=2)
+    a = bob.ask(DOC + "\nQ:", mode="exact", max_new_tokens=1)
+    assert a.tokens_from_memory == len(rt.lm.tokenizer.sink_ids)  # alice's blocks never serve bob
+    bob.close()
+    assert rt.ask("Which harbor seal sensor?", max_new_tokens=1).tokens_from_memory > 0  # store still open
+    with pytest.raises(UserInputError):
+        rt.for_tenant("_system")
+
+
+@pytest.mark.model
+def test_a_bpe_boundary_after_the_document_still_hits_every_block(tmp_path):
+    """SmolLM2 merges a document's final newline with the question's newlines when the prompt is
+    read whole; matching by bytes serves every block anyway (issue: 2,005 of 2,186 tokens)."""
+    from grm.runtime import Runtime
+
+    doc = DOC  # ends with "\n"
+    cache = Path(os.environ.get("GRM_CACHE", Path.home() / ".cache" / "grm"))
+    with Runtime.open(store=tmp_path / "s", model="smollm2-135m", cache_dir=cache, threads=2,
+                      block_tokens=64) as rt:
+        (tmp_path / "d.txt").write_text(doc, encoding="utf-8")
+        rt.ingest([tmp_path / "d.txt"], layout="chain", progress=False)
+        tok = rt.lm.tokenizer
+        prompt = doc + "\n\nQuestion: what is the first word?\nAnswer:"
+        whole = tok.encode(prompt)
+        blocks = split_blocks(doc, tok, 64)
+        assert whole[: sum(len(b.ids) for b in blocks)] != [t for b in blocks for t in b.ids]  # merged
+        a = rt.ask(prompt, mode="exact", max_new_tokens=2)
+        assert a.tokens_from_memory == len(tok.sink_ids) + sum(len(b.ids) for b in blocks)
+        _c, warm, _s, _m, _p = rt.exact_context(prompt)
+        cold = cold_segmented_logits(rt, [list(b.ids) for b in blocks] + [tok.encode(prompt[len(doc):])])
+        assert torch.equal(warm, cold)
