@@ -15,6 +15,9 @@ work before and after the action. Adding a subcommand is one line in `SUBCOMMAND
 nothing heavy at module level: building the parser (`grm --help`) must not load torch; choices
 come from the planes' constants through `common.Choices`.
 
+Reading the files `grm ingest` is given (grm/runtime/files.py) stays in the runtime: it parses no
+flags, and `Runtime.ingest` (the Python API) uses it too; the runtime must not import the CLI.
+
 Output: --json puts only JSON on stdout; progress and logs go to stderr. A user mistake (any
 GrmError) ends in one line on stderr and exit status 2, never a traceback; a reader that goes
 away (`grm ... | head`) ends the command quietly with status 141.

@@ -43,7 +43,6 @@ def test_every_flag_of_every_subcommand_has_help_text():
             if not action.help or (action.help == argparse.SUPPRESS and (path[-1:] + (name,)) not in hidden):
                 missing.append(" ".join(path + (name,)))
     assert missing == []
-    names = {path for path, _ in _subparsers(build_parser())}
     for cmd in ("ask", "chat", "demo"):
         parser = dict(_subparsers(build_parser()))[(cmd,)]
         assert "most tokens generated" in parser.format_help(), cmd

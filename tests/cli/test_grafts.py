@@ -13,13 +13,10 @@ from tests.cli.conftest import TINY
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
-class _Stdin(io.TextIOWrapper):
-    """A stdin whose bytes the test chooses (`.buffer` is what chat reads)."""
-
-
 def test_a_chat_line_that_is_not_utf8_is_refused_and_the_chat_goes_on(grm, tmp_path, monkeypatch):
     store = tmp_path / "s"
-    stdin = _Stdin(io.BytesIO(b"The boat is called Marigold.\ncaf\xe9 \xff\nWhat is the boat called?\n"))
+    stdin = io.TextIOWrapper(io.BytesIO(  # chat reads its `.buffer`: bytes the test chooses
+        b"The boat is called Marigold.\ncaf\xe9 \xff\nWhat is the boat called?\n"))
     monkeypatch.setattr(sys, "stdin", stdin)
     code, out, err = grm("chat", "--store", store, "--model", TINY, "--max-new-tokens", "2", "--json")
     assert code == 0, err
