@@ -203,13 +203,22 @@ def open_runtime(args: argparse.Namespace, *, create: bool = True, **fields: obj
 # --------------------------------------------------------------------------------------- printing
 
 
+def _plain(value: object) -> str:
+    """A value as a person reads it: lists comma-separated ('none' when empty), dicts as JSON."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value) if value else "none"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
 def emit(obj: dict, as_json: bool) -> None:
     """One JSON object, or `key: value` lines."""
     if as_json:
         print(json.dumps(obj, ensure_ascii=False))
     else:
         for key, value in obj.items():
-            print(f"{key}: {value}")
+            print(f"{key}: {_plain(value)}")
 
 
 def show_progress(args: argparse.Namespace) -> bool:
