@@ -369,6 +369,13 @@ class TenantMemory:
     def grafts(self) -> list[Any]:
         return self.rt.grafts.grafts(include_retired=True)
 
+    def graft_bytes(self, g: Any) -> int:
+        """Payload bytes behind a graft (a document graft shares its block's payload)."""
+        if g.record.payload_size:
+            return g.record.payload_size
+        block = self.store.get(self.tenant, "block", g.record.meta.get("block") or "")
+        return block.payload_size if block is not None else 0
+
     def store_stats(self) -> dict:
         """This tenant's records and payload bytes per kind (never another tenant's)."""
         st = self.store.stats()

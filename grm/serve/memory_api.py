@@ -52,18 +52,18 @@ def review_json(i: Any) -> dict:
             "evidence": [e.to_json() for e in i.evidence]}
 
 
-def document_json(rec: Any, grafts: list | None = None) -> dict:
+def document_json(rec: Any, grafts: list[dict] | None = None) -> dict:
     m = rec.meta
     out = {"id": rec.key, "object": "document", "name": m.get("name"), "layout": m.get("layout"),
            "bytes": m.get("bytes", rec.payload_size), "blocks": len(m.get("blocks", ()))}
     if grafts is not None:
-        out["grafts"] = [graft_json(g) for g in grafts]
+        out["grafts"] = grafts
     return out
 
 
-def graft_json(g: Any) -> dict:
+def graft_json(g: Any, nbytes: int) -> dict:
     m = g.record.meta
-    return {"id": g.id, "kind": g.kind, "tokens": g.tokens, "bytes": g.record.payload_size,
+    return {"id": g.id, "kind": g.kind, "tokens": g.tokens, "bytes": nbytes,
             "tier": "archived" if m.get("archived") else "exact", "retired": bool(g.retired),
             "sources": list(m.get("sources", ())), "text": (g.text or "")[:200]}
 
@@ -284,7 +284,8 @@ async def document(request: Request) -> JSONResponse:
     else:
         def work(m: Any) -> Any:
             rec = m.document(did)
-            return None if rec is None else document_json(rec, m.document_grafts(rec))
+            return None if rec is None else document_json(
+                rec, [graft_json(g, m.graft_bytes(g)) for g in m.document_grafts(rec)])
 
         out = await _run(request, "documents.get", work)
     if out is None:

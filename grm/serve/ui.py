@@ -111,7 +111,8 @@ async def review_action(request: Request) -> Any:
 
 async def documents(request: Request) -> HTMLResponse:
     def work(m: Any) -> dict:
-        return {"documents": [document_json(d) for d in m.documents()], "grafts": [graft_json(g) for g in m.grafts()]}
+        return {"documents": [document_json(d) for d in m.documents()],
+                "grafts": [graft_json(g, m.graft_bytes(g)) for g in m.grafts()]}
 
     return _page(request, "documents.html", "Documents and grafts", "/ui/documents", **(await _run(request, work)))
 
