@@ -4,8 +4,9 @@ and `RedisStore` (shared through a Redis server) both satisfy `StoreBackend`; on
 suite (tests/store/test_backend_contract.py) runs against both.
 
 Lifecycle (who calls what, when):
-1. The CLI's store opener (or `Runtime.open`) opens ONE backend per process and store:
-   `Store.open(StoreConfig)` or `RedisStore.open(RedisConfig)`. Nothing above it opens stores.
+1. The CLI's store opener (or `Runtime.open`) opens ONE backend per process and store, through
+   `grm.store.opener.open_backend(location, ...)`: a folder is a `Store`, `redis://HOST:PORT/NS`
+   a `RedisStore`. Nothing above the openers opens stores or names a concrete class.
 2. Ingest and harvest write: `put` (one row, its own transaction) or
    `with store.transaction() as txn:` + `txn.put / txn.delete / txn.set_state` when several rows
    must commit together (policy's supersession, the archive's demote). A write returns after its

@@ -12,6 +12,7 @@ Expectations:
    fsck names it.
 6. stats() has the common keys on every backend.
 7. A transaction applies all or nothing; what was acknowledged survives close and reopen.
+8. A store location names its backend: a folder, or redis://HOST:PORT/NAMESPACE.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from typing import Any
 
 import pytest
 
-from grm.errors import StoreError
-from grm.store import Record, RedisConfig, RedisStore, Store, StoreConfig
+from grm.errors import StoreError, UserInputError
+from grm.store import Record, RedisStore, Store
 from grm.store.backend import MISS_COUNTERS, STATS_KEYS, DurabilityControl, ScatterReads, StoreBackend
 from grm.store.kinds import BLOCK, DOCUMENT, GRAFT
 from grm.store.layout import tenant_dir_name
+from grm.store.opener import is_redis, open_backend, redis_config
 
 
 @dataclass
@@ -39,7 +41,7 @@ class Backend:
 
 
 def _local(tmp_path: Path) -> Backend:
-    cfg = StoreConfig(root=tmp_path / "store")
+    root = tmp_path / "store"
 
     def flip(store: Store, rec: Record) -> None:
         path = store.payload_path(rec)
@@ -47,7 +49,7 @@ def _local(tmp_path: Path) -> Backend:
         data[len(data) // 2] ^= 0x01
         path.write_bytes(bytes(data))
 
-    return Backend("local", lambda: Store.open(cfg), flip, (ScatterReads, DurabilityControl))
+    return Backend("local", lambda: open_backend(root), flip, (ScatterReads, DurabilityControl))
 
 
 _namespaces = iter(range(10**6))
@@ -56,17 +58,18 @@ _namespaces = iter(range(10**6))
 def _redis(url: str) -> Backend:
     import redis
 
-    cfg = RedisConfig(url, namespace=f"contract{next(_namespaces)}", lease_ms=2000)
+    namespace = f"contract{next(_namespaces)}"
+    location = f"{url.rsplit('/', 1)[0]}/{namespace}"  # --store redis://HOST:PORT/NS
 
     def flip(store: RedisStore, rec: Record) -> None:
-        key = f"{cfg.namespace}:pay:{tenant_dir_name(rec.tenant)}:{rec.payload}"
+        key = f"{namespace}:pay:{tenant_dir_name(rec.tenant)}:{rec.payload}"
         client = redis.Redis.from_url(url)
         data = bytearray(client.get(key))
         data[len(data) // 2] ^= 0x01
         client.set(key, bytes(data))
         client.close()
 
-    return Backend("redis", lambda: RedisStore.open(cfg), flip, ())
+    return Backend("redis", lambda: open_backend(location), flip, ())
 
 
 @pytest.fixture(params=["local", "redis"])
@@ -85,6 +88,7 @@ def store(backend: Backend):
 
 def test_backend_satisfies_the_interface_and_declares_its_abilities(backend: Backend, store) -> None:
     assert isinstance(store, StoreBackend)
+    assert isinstance(store, RedisStore if backend.name == "redis" else Store)
     for ability in (ScatterReads, DurabilityControl):
         assert isinstance(store, ability) == (ability in backend.abilities), ability.__name__
 
@@ -187,3 +191,20 @@ def test_transaction_is_all_or_nothing_and_acknowledged_records_survive_reopen(b
         assert a.state == "superseded" and again.read_payload(a) == b"first"
         assert again.get("alice", BLOCK, "b") is None and again.get("alice", BLOCK, "c") is None
         assert again.read_payload(again.get("bob", DOCUMENT, "d")) == b"doc bytes"
+
+
+def test_a_location_names_its_backend() -> None:
+    assert is_redis("redis://127.0.0.1:6379/team") and is_redis("rediss://h/x")
+    assert not is_redis("/var/grm") and not is_redis(Path("redis:/x")) and not is_redis("redis-folder")
+    cfg = redis_config("redis://user:pw@10.0.0.5:7000/team-a")
+    assert (cfg.url, cfg.namespace) == ("redis://user:pw@10.0.0.5:7000/0", "team-a")
+    assert redis_config("redis://h:1").namespace == "grm"
+    for bad in ("redis:///ns", "redis://h:1/a/b", "redis://h:1/ns?db=2"):
+        with pytest.raises(UserInputError):
+            redis_config(bad)
+
+
+def test_a_master_key_with_a_redis_location_is_refused_not_ignored() -> None:
+    """Nothing is connected or written: the refusal comes before any I/O."""
+    with pytest.raises(UserInputError, match="does not encrypt"):
+        open_backend("redis://127.0.0.1:1/ns", master_key=bytes(32))

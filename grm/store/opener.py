@@ -1,0 +1,60 @@
+"""Which backend a store location names: `--store DIR` is a local `Store`, `--store
+redis://HOST:PORT/NS` a `RedisStore` in namespace NS (DESIGN's public contract). The faces' store
+openers (grm/cli/common.py, `Runtime.open`) call `open_backend`; nothing else opens stores.
+
+A Redis store has no local durability modes (the server's appendonly/appendfsync decide) and no
+encryption at rest yet: a master key with a Redis location is refused rather than ignored, so
+records are never written in the clear by a user who asked for encryption.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from grm.errors import UserInputError
+from grm.store.backend import StoreBackend
+
+log = logging.getLogger("grm.store")
+REDIS_SCHEMES = ("redis", "rediss")
+DEFAULT_NAMESPACE = "grm"
+
+
+def is_redis(location: str | os.PathLike) -> bool:
+    return isinstance(location, str) and location.split("://", 1)[0] in REDIS_SCHEMES and "://" in location
+
+
+def redis_config(location: str, **fields: Any):
+    """`redis[s]://[user:pass@]HOST[:PORT][/NS]` -> RedisConfig(url of database 0, namespace NS)."""
+    from grm.store.redis_backend import RedisConfig
+
+    parts = urlsplit(location)
+    if not parts.hostname:
+        raise UserInputError(f"bad Redis store {location!r}: want redis://HOST:PORT/NAMESPACE")
+    namespace = parts.path.strip("/") or DEFAULT_NAMESPACE
+    if parts.query or parts.fragment:
+        raise UserInputError(f"bad Redis store {location!r}: no query or fragment, only redis://HOST:PORT/NAMESPACE")
+    url = urlunsplit((parts.scheme, parts.netloc, "/0", "", ""))
+    return RedisConfig(url, namespace=namespace, **fields)
+
+
+def open_backend(location: str | os.PathLike, *, master_key: bytes | None = None, **local: Any) -> StoreBackend:
+    """Open the store at `location`: a Redis URL, else a local folder (`StoreConfig(root=location,
+    master_key=..., **local)`, e.g. durability, compress, read_only)."""
+    if is_redis(location):
+        if master_key is not None:
+            raise UserInputError("the Redis store does not encrypt at rest yet: drop the master key "
+                                 "(--key-file / GRM_MASTER_KEY) or use a local store")
+        ignored = sorted(k for k, v in local.items() if v not in (None, False, "normal"))
+        if ignored:
+            log.warning("Redis store %s: %s set by the Redis server, not here", location, ", ".join(ignored))
+        from grm.store.redis_backend import RedisStore
+
+        return RedisStore.open(redis_config(location))
+    from grm.store.config import StoreConfig
+    from grm.store.store import Store
+
+    return Store.open(StoreConfig(root=Path(location), master_key=master_key, **local))
