@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="token budget of one section (default 512)")
     # The default lives in grm/runtime/files.py (MAX_FILE_BYTES); importing it here would load torch.
     p.add_argument("--max-file-size", type=byte_count, default=None, metavar="BYTES",
-                   help="skip files larger than this, e.g. 64M (default 16M)")
+                   help="skip files larger than this, e.g. 64M (default 4M)")
     p.set_defaults(handler=run)
 
 
