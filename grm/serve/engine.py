@@ -373,7 +373,7 @@ class TenantMemory:
         """Payload bytes behind a graft (a document graft shares its block's payload)."""
         if g.record.payload_size:
             return g.record.payload_size
-        block = self.store.get(self.tenant, "block", g.record.meta.get("block") or "")
+        block = self.store.get(self.tenant, BLOCK, g.record.meta.get("block") or "")
         return block.payload_size if block is not None else 0
 
     def store_stats(self) -> dict:
