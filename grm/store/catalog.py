@@ -71,10 +71,12 @@ class Catalog:
     """Not thread-safe: the store calls it under its lock. sqlite3.DatabaseError escapes every
     method; the store answers it with `rebuild`."""
 
-    def __init__(self, fs: FileSystem, path: str | None, full_sync: bool = False) -> None:
+    def __init__(self, fs: FileSystem, path: str | None, full_sync: bool = False, *,
+                 read_only: bool = False) -> None:
         self.fs = fs
         self.path = path  # None = in memory
         self.full_sync = full_sync  # synchronous=FULL (durability full/strict) instead of NORMAL
+        self.read_only = read_only  # inspect a stored catalog without changing it (read-only fsck)
         self._conn: sqlite3.Connection | None = None
 
     @property
@@ -84,6 +86,9 @@ class Catalog:
         return self._conn
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only and self.path is not None:
+            return sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False)
         conn = sqlite3.connect(self.path or ":memory:", isolation_level=None, check_same_thread=False)
         try:
             if self.path is not None:
@@ -188,10 +193,25 @@ class Catalog:
         try:
             if self.conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 return False
+            if self.read_only:
+                return True  # FTS5's integrity-check is an INSERT: not on a read-only connection
             self.conn.execute("INSERT INTO rows_fts(rows_fts, rank) VALUES ('integrity-check', 1)")
             return True
         except sqlite3.DatabaseError:
             return False
+
+    def ahead_of(self, lsn: int) -> tuple[int, list[Record]] | None:
+        """(its LSN, its rows) if this stored catalog reflects a log LSN past `lsn`: evidence
+        that acknowledged records are missing from the log. None otherwise (or unreadable)."""
+        if self.path is None or not self.fs.exists(self.path):
+            return None
+        try:
+            mine = self.lsn()
+            if mine is None or mine <= lsn:
+                return None
+            return mine, self.rows()
+        except (sqlite3.DatabaseError, ValueError):
+            return None
 
     def lsn(self) -> int | None:
         row = self.conn.execute("SELECT v FROM catalog_meta WHERE k = 'lsn'").fetchone()

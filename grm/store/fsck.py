@@ -17,17 +17,23 @@ from grm.store.state import HostState
 
 @dataclass(frozen=True)
 class FsckReport:
+    """What fsck found. Damage (exit 1 from `grm fsck`) is any of: `damaged`, `already_damaged`,
+    `lost` non-empty, or `catalog_ok` false. A row marked damaged stays in `already_damaged`
+    (every run, repair or not) until a write replaces it (`Store.is_damaged` tells re-ingest to)."""
+
     records: int  # rows in the store
     damaged: list[str]  # `tenant/kind/key` of rows whose payload is missing or corrupt, not yet marked damaged
     orphans: list[str]  # payload files (relative to the root) that no row names
     repaired: list[str]  # what repair did, one line each
-    already_damaged: list[str] = field(default_factory=list)  # rows marked damaged before this run
+    already_damaged: list[str] = field(default_factory=list)  # rows in state "damaged" (marked earlier)
     catalog_ok: bool = True  # the catalog held exactly the host state at the log's LSN
+    lost: list[str] = field(default_factory=list)  # records known lost (grm.store.evidence), unacknowledged
+    catalog_checked: bool = True  # False: a read-only fsck beside a live writer leaves its catalog alone
 
     def to_json(self) -> dict:
         return {"records": self.records, "damaged": self.damaged, "orphans": self.orphans,
                 "repaired": self.repaired, "already_damaged": self.already_damaged,
-                "catalog_ok": self.catalog_ok}
+                "catalog_ok": self.catalog_ok, "lost": self.lost, "catalog_checked": self.catalog_checked}
 
 
 @dataclass
@@ -50,14 +56,16 @@ def find(state: HostState, payloads: PayloadFiles, layout: Layout, catalog: Cata
     damaged, already = [], []
     referenced: set[tuple[str, str]] = set()
     for r in rows:
+        if r.state == "damaged":  # marked: reported every run until a write replaces the row
+            already.append(r)
         if r.payload is None:
             continue
         referenced.add((tenant_dir_name(r.tenant), r.payload))
         vk = (r.tenant, r.payload)
         if vk not in verdict:
             verdict[vk] = payloads.check(r.tenant, r.kind, r.key, r.payload, r.payload_size)
-        if verdict[vk] is not None:
-            (already if r.state == "damaged" else damaged).append(r)
+        if verdict[vk] is not None and r.state != "damaged":
+            damaged.append(r)
     orphans = [path for path, th, digest in payloads.files()
                if digest is None or (th, digest) not in referenced]
     catalog_ok = True

@@ -4,6 +4,7 @@ repair, which goes through the store's logged writes."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -13,6 +14,9 @@ from typing import TYPE_CHECKING
 
 from grm.errors import StoreError, UserInputError
 from grm.store.config import DURABILITY_PROMISES
+from grm.store.catalog import Catalog
+from grm.store.evidence import acknowledge, lost_records
+from grm.store.fs import OsPaths
 from grm.store.fsck import FsckReport, find
 from grm.store.layout import parse_segment_name
 from grm.store.record import Record, check_name, exported
@@ -129,18 +133,36 @@ class StoreReads:
                 "checkpoint_lsn": self._checkpoint_lsn, "poisoned": self._poisoned is not None,
                 "counters": dict(self.counters)}
 
+    def is_damaged(self: Store, record: Record, *, verify: bool = False) -> bool:
+        """True if `record` must be recomputed and written again: it is marked damaged (fsck
+        --repair, a text that failed authentication), or (`verify`) its payload file does not
+        verify now. Re-ingest uses this instead of "the row exists": a `put` of the same row
+        with good bytes replaces it and heals it (fsck stops reporting it)."""
+        self._check_open()
+        if record.state == "damaged":
+            return True
+        if not verify or record.payload is None:
+            return False
+        return self._payloads.check(record.tenant, record.kind, record.key, record.payload,
+                                    record.payload_size) is not None
+
     def fsck(self: Store, repair: bool = False) -> FsckReport:
-        """Verify every payload, find orphan files, compare catalog and log. With repair: remove
-        orphans, mark rows with bad payloads damaged (a logged set_state), rebuild the catalog if
-        it disagrees. Never deletes a row or a file a row names."""
+        """Verify every payload, find orphan files, compare catalog and log, list records known
+        lost (`grm.store.evidence`). With repair: remove orphans, mark rows with bad payloads
+        damaged (a logged set_state; they stay reported in `already_damaged` until rewritten),
+        rebuild the catalog if it disagrees, acknowledge loss evidence (kept, moved aside).
+        Never deletes a row or a file a row names. Read-only opens check the stored catalog
+        only while no writer holds the store (its catalog moves under a live writer)."""
         with self._lock:
             self._check_open()
             if self._txn is not None:
                 raise StoreError("cannot run fsck inside a transaction")
-            f = find(self._state, self._payloads, self._layout, self._catalog, self._last_lsn)
-            repaired: list[str] = []
             if repair:
                 self._check_writable()
+            with self._catalog_for_fsck() as catalog:
+                f = find(self._state, self._payloads, self._layout, catalog, self._last_lsn)
+            repaired: list[str] = []
+            if repair:
                 for path in f.orphans:
                     self._io(lambda p=path: self._fs.remove(p))
                     repaired.append(f"removed orphan {self._layout.relative(path)}")
@@ -148,12 +170,41 @@ class StoreReads:
                     with self.transaction() as txn:
                         for r in f.damaged:
                             txn.set_state(r.tenant, r.kind, r.key, "damaged")
-                            repaired.append(f"marked damaged {r.ident}")
-                if not f.catalog_ok:
+                            repaired.append(f"marked damaged {r.ident} (re-ingest or a put replaces it)")
+                if catalog is not None and not f.catalog_ok:
                     self._catalog_call(lambda: self._catalog.rebuild(self._state.iter_all(), self._last_lsn))
                     self._count("catalog_rebuilds")
                     repaired.append("rebuilt catalog")
+                for path in self._io(lambda: acknowledge(self._fs, self._layout, sync=self.config.syncs)):
+                    repaired.append(f"acknowledged lost records (evidence kept in {path})")
+            lost = lost_records(self._fs, self._layout)  # what is still unacknowledged
             return FsckReport(records=len(self._state), damaged=[r.ident for r in f.damaged],
                               orphans=[self._layout.relative(p) for p in f.orphans], repaired=repaired,
                               already_damaged=[r.ident for r in f.already_damaged],
-                              catalog_ok=f.catalog_ok)
+                              catalog_ok=f.catalog_ok, lost=lost, catalog_checked=catalog is not None)
+
+    @contextlib.contextmanager
+    def _catalog_for_fsck(self: Store) -> Iterator[Catalog | None]:
+        """The catalog fsck compares: the live one; for a read-only open, the stored catalog of
+        a plain store opened read-only, only while we can hold the root lock (no live writer);
+        None when there is nothing to compare (a live writer, or no stored catalog)."""
+        if not self._read_only:
+            yield self._catalog
+            return
+        path = self._layout.catalog
+        if not (isinstance(self._fs, OsPaths) and not self._codec.encrypted and self._fs.exists(path)):
+            yield self._catalog  # in memory, built from the log: nothing stored to disagree
+            return
+        try:
+            lock = self._fs.try_lock(self._layout.root)
+        except OSError:
+            lock = None
+        if lock is None:
+            yield None
+            return
+        stored = Catalog(self._fs, self._fs.os_path(path), read_only=True)
+        try:
+            yield stored
+        finally:
+            stored.close()
+            lock.release()

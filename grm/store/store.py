@@ -21,6 +21,7 @@ from grm.store.crypt import Keyring
 from grm.store.defences import Defences
 from grm.store.durability import Flusher
 from grm.store.envelope import Codec
+from grm.store.evidence import keep_catalog_evidence
 from grm.store.fs import Bytes, CheckedLock, FileSystem, LocalFS, OsPaths
 from grm.store.layout import MARKER_NAME, Layout, is_tmp, parse_checkpoint_name, parse_segment_name
 from grm.store.log import LogWriter
@@ -130,6 +131,8 @@ class Store(StoreReads):
         path = fs.os_path(layout.catalog) if on_disk else None
         self._catalog = Catalog(fs, path, full_sync=MODE_RULES[self._mode]["catalog_full"])
         try:
+            if on_disk:
+                keep_catalog_evidence(fs, layout, self._catalog, self._state, self._last_lsn, sync=sync)
             if self._catalog.open(self._state.iter_all(), self._last_lsn):
                 self.counters["catalog_rebuilds"] += 1
         except (sqlite3.Error, OSError) as e:
