@@ -214,3 +214,45 @@ def test_a_plane_importing_store_itself_is_found(tmp_path: Path) -> None:
     assert concrete_store_imports(root) == []
     (root / "policy" / "bad.py").write_text("def f():\n    from grm.store import Record, Store\n")
     assert concrete_store_imports(root) == ["grm/policy/bad.py:2: grm.policy.bad imports Store"]
+
+
+# Record kinds are named once (grm/store/kinds.py): a store call outside the store never spells one.
+STORE_CALLS = {"get", "put", "records", "children", "delete", "set_state", "search_text"}
+
+
+def kind_literals(root: Path) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if plane(module_name(path, root)) == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in STORE_CALLS):
+                continue
+            receiver = ast.unparse(node.func.value)
+            if not receiver.endswith(("store", "txn")):
+                continue
+            kinds = node.args[1:2] + [k.value for k in node.keywords if k.arg == "kind"]
+            found += [f"{path.relative_to(root.parent)}:{node.lineno}: {receiver}.{node.func.attr}(..., {k.value!r})"
+                      for k in kinds if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return found
+
+
+def test_store_calls_name_kinds_from_store_kinds() -> None:
+    assert kind_literals(GRM) == []
+
+
+def test_a_spelled_kind_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "grm"
+    (root / "exact").mkdir(parents=True)
+    (root / "exact" / "ok.py").write_text("from grm.store.kinds import BLOCK\n"
+                                          "def f(self, txn):\n"
+                                          "    self.store.get(self.tenant, BLOCK, 'k')\n"
+                                          "    txn.put('t', BLOCK, 'key-literal-is-fine')\n"
+                                          "    self.cache.get('block', 1)\n")
+    assert kind_literals(root) == []
+    (root / "exact" / "bad.py").write_text("def f(ex, rt):\n"
+                                           "    ex.store.children(ex.tenant, 'block', ex.sink_fp)\n"
+                                           "    list(rt.store.records(kind='document'))\n")
+    assert kind_literals(root) == ["grm/exact/bad.py:2: ex.store.children(..., 'block')",
+                                   "grm/exact/bad.py:3: rt.store.records(..., 'document')"]
