@@ -151,8 +151,8 @@ def test_warm_equals_cold_two_stage_on_gpu(make_runtime, tmp_path, dtype):
     rt = make_runtime(store=store, device="cuda", dtype=dtype)
     assert rt.lm.model.device.type == "cuda" and rt.lm.identity != make_runtime(
         store=tmp_path / "cpu", device="cpu", dtype=dtype).lm.identity  # the regime is in the identity
+    _cache, cold, _, _, _ = rt.exact_context(text + "\nQ?")  # nothing stored yet: the model reads it all
     rt.ingest([doc], progress=False)
-    cold_cache, cold, _, _, _ = rt.exact_context(text + "\nQ?")
     rt.close()
     warm_rt = make_runtime(store=store, device="cuda", dtype=dtype)
     cache, warm, _, from_memory, prefix = warm_rt.exact_context(text + "\nQ?")

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import logging
 
 import pytest
 import torch
@@ -165,3 +165,10 @@ def test_cuda_without_cuda_is_a_clear_model_error(tmp_path):
     with pytest.raises(ModelError, match="CUDA is not available here.*use --device cpu"):
         load_model("tiny-random-llama", tmp_path, device="cuda")
     assert resolve_device("auto") == torch.device("cpu")
+
+
+def test_a_runtime_on_random_weights_warns_that_answers_are_noise(make_runtime, caplog):
+    with caplog.at_level(logging.WARNING, logger="grm"):
+        rt = make_runtime(model="random:qwen3-4b@small", device="cpu")
+    assert not rt.lm.for_answers and rt.dialect.family == "qwen3"
+    assert "random weights: its answers are meaningless" in caplog.text
