@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from grm.cli.common import emit, open_store
+from grm.cli.common import emit, open_store, require_store, store_config, store_root
 
 # fsck report fields that are information, not damage: they never make the exit status 1.
 FSCK_INFO = ("records", "orphans", "repaired")
@@ -23,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "that disagrees with the log unless --repair rebuilt it); 2: cannot run. Orphan payload "
                        "files (from a crash) are reported, not damage.")
     p.add_argument("--repair", action="store_true", help="repair what is provably safe to repair")
+    p.add_argument("--salvage", action="store_true",
+                   help="a store whose log is damaged: keep every intact record, set the damaged bytes aside "
+                   "(quarantine/), name the records lost (exit 1 if any), leave a store that opens")
     p.set_defaults(handler=run_fsck)
 
 
@@ -89,6 +92,13 @@ def fsck_status(fields: dict, repaired: bool) -> int:
 
 
 def run_fsck(args: argparse.Namespace) -> int:
+    if args.salvage:
+        from grm.store import Store
+
+        require_store(store_root(args))
+        fields = Store.salvage(store_config(args)).to_json()
+        emit(fields, args.json)
+        return fsck_status(fields, False)
     with open_store(args, read_only=not args.repair) as store:
         report = store.fsck(repair=args.repair)
     fields = fsck_fields(report)

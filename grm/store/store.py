@@ -30,6 +30,7 @@ from grm.store.reads import StoreReads
 from grm.store.record import Record
 from grm.store.recovery import Recovered, recover, remove_covered
 from grm.store.root import check_root, open_root
+from grm.store.salvage import SalvageReport, salvage
 from grm.store.state import HostState
 from grm.store.txn import Txn
 
@@ -165,6 +166,12 @@ class Store(StoreReads):
         except BaseException:
             lock.release()
             raise
+
+    @classmethod
+    def salvage(cls, config: StoreConfig) -> SalvageReport:
+        """`grm fsck --salvage`: make a store whose log is damaged open again, keeping every
+        intact record and naming the lost ones (`grm.store.salvage`). No-op on a clean store."""
+        return salvage(config)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
