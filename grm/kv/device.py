@@ -1,9 +1,9 @@
 """The device plane: which device and dtype a model runs in, and moving K/V onto it layer by layer.
 
 Lifecycle: the model is placed by grm.models.placement (`--device`, `--dtype`, the numeric
-regime in the identity). At ask time every cache GRM builds is a `DeviceCache`: layers may start as host tensors (verified
-payloads from the store, or pinned buffers of the host plane) and move to the accelerator one
-layer at a time. `mount(kv, device)` starts those copies at once: each layer's keys and values
+regime in the identity). At ask time every cache GRM builds is a `DeviceCache`: layers may start
+as host tensors (verified payloads from the store, or pinned buffers of the host plane) and move
+to the accelerator one layer at a time, through a `Copier` (`StreamCopier` on CUDA). `mount(kv, device)` starts those copies at once: each layer's keys and values
 are copied host->device on a side stream (from pinned memory, so the copy is asynchronous) and an
 event is recorded per layer; the model's attention for layer i waits only for layer i's event,
 so layer i+1's copy overlaps layer i's work (the layer-wise pipelining LMCache uses). A cache
@@ -17,6 +17,7 @@ are the host tensors themselves, and results are bit-identical to a plain Dynami
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 import torch
 from transformers import DynamicCache
@@ -40,71 +41,103 @@ def pinned(kv: KV) -> KV:
     return KV(kv.keys.pin_memory(), kv.values.pin_memory())
 
 
+class Copier(Protocol):
+    """Moves one layer's K/V from the host to a device. `start` returns the destination tensors
+    (not to be read yet) and a handle; `wait(handle)` makes them readable on the device's current
+    stream. The DeviceCache decides when each layer starts and when it is waited for."""
+
+    def start(self, keys: torch.Tensor, values: torch.Tensor,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor, object]: ...
+
+    def wait(self, handle: object, device: torch.device) -> None: ...
+
+
+class StreamCopier:
+    """CUDA: copies from pinned host memory on one side stream, an event recorded per layer."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.stream = torch.cuda.Stream(device)
+
+    def start(self, keys: torch.Tensor, values: torch.Tensor,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor, object]:
+        if not keys.is_pinned():
+            keys, values = keys.pin_memory(), values.pin_memory()  # pageable memory cannot copy asynchronously
+        dst_k = torch.empty(keys.shape, dtype=keys.dtype, device=device)
+        dst_v = torch.empty(values.shape, dtype=values.dtype, device=device)
+        self.stream.wait_stream(torch.cuda.current_stream(device))  # the destination is free on the main stream first
+        event = torch.cuda.Event()
+        with torch.cuda.stream(self.stream):
+            dst_k.copy_(keys, non_blocking=True)
+            dst_v.copy_(values, non_blocking=True)
+            event.record(self.stream)
+        return dst_k, dst_v, (event, keys, values)  # the sources stay referenced until waited for
+
+    def wait(self, handle: object, device: torch.device) -> None:
+        torch.cuda.current_stream(device).wait_event(handle[0])
+
+
+class BlockingCopier:
+    """Any other device: a plain synchronous copy (nothing to overlap, nothing to wait for)."""
+
+    def start(self, keys: torch.Tensor, values: torch.Tensor,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor, object]:
+        return keys.to(device), values.to(device), None
+
+    def wait(self, handle: object, device: torch.device) -> None:
+        return None
+
+
 class DeviceCache(DynamicCache):
     """A DynamicCache whose layers may live on the host until the model needs them on its device.
 
-    Invariant: a layer whose copy is in flight has an entry in `_ready`; nothing reads its
-    tensors on the device's current stream before waiting for that event (`update`, `sync`)."""
+    Invariant: a layer whose copy is in flight has an entry in `_pending`; nothing reads its
+    tensors on the device before `update` or `sync` has waited for it. A layer moves at most once."""
 
-    def __init__(self, lookahead: int = LOOKAHEAD) -> None:
+    def __init__(self, lookahead: int = LOOKAHEAD, copier: Copier | None = None) -> None:
         super().__init__()
         self.lookahead = lookahead
-        self._ready: dict[int, torch.cuda.Event] = {}
-        self._sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # pinned host tensors in flight
-        self._stream: torch.cuda.Stream | None = None
+        self._copier = copier
+        self._pending: dict[int, object] = {}  # layer -> the copier's handle of its copy in flight
         self.moved_bytes = 0  # bytes copied host->device by this cache
 
     def prefetch(self, layer: int, device: torch.device) -> None:
-        """Start copying `layer` to `device` on the side stream (no-op if it is there already)."""
-        if layer >= len(self.layers) or layer in self._ready:
+        """Start moving `layer` to `device` (no-op if it is there, in flight, or `device` is the host)."""
+        if layer >= len(self.layers) or layer in self._pending or device.type == "cpu":
             return
         entry = self.layers[layer]
-        if not entry.is_initialized or entry.keys.device == device or device.type != "cuda":
+        if not entry.is_initialized or entry.keys.device == device:
             return
-        if self._stream is None:
-            self._stream = torch.cuda.Stream(device)
-        keys, values = entry.keys, entry.values
-        if not keys.is_pinned():
-            keys, values = keys.pin_memory(), values.pin_memory()
-        main = torch.cuda.current_stream(device)
-        dst_k = torch.empty(keys.shape, dtype=keys.dtype, device=device)
-        dst_v = torch.empty(values.shape, dtype=values.dtype, device=device)
-        self._stream.wait_stream(main)  # the destination memory is free on the main stream first
-        event = torch.cuda.Event()
-        with torch.cuda.stream(self._stream):
-            dst_k.copy_(keys, non_blocking=True)
-            dst_v.copy_(values, non_blocking=True)
-            event.record(self._stream)
-        self._ready[layer], self._sources[layer] = event, (keys, values)
-        entry.keys, entry.values = dst_k, dst_v
+        if self._copier is None:
+            self._copier = StreamCopier(device) if device.type == "cuda" else BlockingCopier()
+        nbytes = entry.keys.nbytes + entry.values.nbytes
+        entry.keys, entry.values, self._pending[layer] = self._copier.start(entry.keys, entry.values, device)
         entry.device = device
-        self.moved_bytes += keys.nbytes + values.nbytes
+        self.moved_bytes += nbytes
 
     def prefetch_all(self, device: torch.device) -> None:
         for layer in range(len(self.layers)):
             self.prefetch(layer, device)
 
     def _wait(self, layer: int) -> None:
-        event = self._ready.pop(layer, None)
-        if event is not None:
-            torch.cuda.current_stream(self.layers[layer].keys.device).wait_event(event)
-            self._sources.pop(layer, None)  # the host allocator keeps the block until the copy ends
+        if layer in self._pending:
+            self._copier.wait(self._pending.pop(layer), self.layers[layer].keys.device)
 
     def sync(self) -> None:
         """Make every in-flight layer readable on the current stream (before reading the cache
         outside the model: export, crop)."""
-        for layer in list(self._ready):
+        for layer in list(self._pending):
             self._wait(layer)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         device = key_states.device
         if layer_idx < len(self.layers) and self.layers[layer_idx].is_initialized:
             here = self.layers[layer_idx].keys.device
-            if device.type == "cuda" and here != device:
+            if device.type != "cpu" and here != device:
+                # The model writes layer i on the device: move it, and start the next layers' copies.
                 for ahead in range(layer_idx, layer_idx + 1 + self.lookahead):
                     self.prefetch(ahead, device)
-            elif device != here and here.type == "cuda":
-                # Host K/V spliced into a layer already on the accelerator (a mount after the sinks).
+            elif device != here:
+                # Host K/V spliced into a layer already on the device (a mount after the sinks).
                 key_states, value_states = key_states.to(here), value_states.to(here)
             self._wait(layer_idx)
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
@@ -114,17 +147,17 @@ class DeviceCache(DynamicCache):
         super().crop(max_length)
 
 
-def mount(kv: KV, device: torch.device | str) -> DeviceCache:
+def mount(kv: KV, device: torch.device | str, copier: Copier | None = None) -> DeviceCache:
     """A cache over `kv` for a model on `device`. On CUDA every layer's copy starts now, in layer
     order on a side stream (pinned sources); the model waits per layer. On CPU: views of `kv`."""
     device = torch.device(device)
-    cache = DeviceCache()
+    cache = DeviceCache(copier=copier)
     for i in range(kv.keys.shape[0]):
         keys, values = kv.keys[i][None], kv.values[i][None]  # [1, kv_heads, tokens, head_dim]
         cache.update(keys[:, :, :0], values[:, :, :0], i)  # creates layer i, empty, on kv's device
         layer = cache.layers[i]
         layer.keys, layer.values = keys, values
-    if is_accelerator(device) and kv.keys.device != device:
+    if device.type != "cpu" and kv.keys.device != device:
         cache.prefetch_all(device)
     return cache
 

@@ -46,7 +46,58 @@ def test_device_cache_is_bit_identical_to_a_dynamic_cache_on_cpu(tiny_models):
     stored = kv_from_cache(ours, 0, 60)
     warm = cache_from_kv(stored)
     assert torch.equal(prefill(model, warm, IDS[60:], 60), b)
-    assert warm.moved_bytes == 0 and not warm._ready
+    assert warm.moved_bytes == 0 and not warm._pending
+
+
+class Recorder:
+    """A copier to the meta device that logs what the cache asks of it, in order."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, int]] = []
+
+    def start(self, keys, values, device):
+        layer = int(keys.shape[-1]) - 16  # each test layer has its own head_dim: 16 + layer
+        self.log.append(("start", layer))
+        return keys.to(device), values.to(device), layer
+
+    def wait(self, handle, device):
+        self.log.append(("wait", handle))
+
+
+def _layered_cache(layers: int, copier) -> DeviceCache:
+    cache = DeviceCache(lookahead=2, copier=copier)
+    for i in range(layers):  # host K/V, as cache_from_kv leaves it: [1, heads, 3 tokens, 16 + i]
+        cache.update(torch.zeros(1, 2, 3, 16 + i), torch.zeros(1, 2, 3, 16 + i), i)
+    return cache
+
+
+def test_lazy_moves_start_ahead_and_wait_just_before_each_layer():
+    """The model writing layer i on the device starts layers i..i+2 (each once, in order) and
+    waits for layer i only, right before layer i's concatenation."""
+    rec = Recorder()
+    cache = _layered_cache(5, rec)
+    for i in range(5):
+        k = torch.zeros(1, 2, 1, 16 + i, device="meta")
+        keys, _ = cache.update(k, k, i)
+        assert keys.device.type == "meta" and keys.shape[2] == 4
+        assert rec.log[-1] == ("wait", i)
+    starts = [layer for op, layer in rec.log if op == "start"]
+    assert starts == [0, 1, 2, 3, 4]
+    assert rec.log[:4] == [("start", 0), ("start", 1), ("start", 2), ("wait", 0)]
+    assert cache.moved_bytes == sum(2 * 2 * 3 * (16 + i) * 4 for i in range(5))
+
+
+def test_mount_starts_every_layer_and_sync_waits_for_all():
+    rec = Recorder()
+    kv = KV(torch.zeros(3, 2, 4, 16), torch.zeros(3, 2, 4, 16))
+    cache = mount(kv, "meta", copier=rec)
+    assert rec.log == [("start", 0), ("start", 0), ("start", 0)]  # same head_dim: handle says 0
+    assert all(layer.keys.device.type == "meta" for layer in cache.layers)
+    cache.sync()
+    assert [op for op, _ in rec.log].count("wait") == 3 and not cache._pending
+    host = torch.zeros(1, 2, 1, 16)  # host K/V spliced after the mount goes to the layer's device
+    keys, _ = cache.update(host, host, 0)
+    assert keys.device.type == "meta" and keys.shape[2] == 5
 
 
 def test_mount_on_cpu_makes_views_and_pins_nothing():
@@ -130,10 +181,10 @@ def test_pinned_layerwise_mount_is_bit_identical_on_gpu(tmp_path):
     assert stored.keys.device.type == "cpu"  # K/V GRM keeps lives on the host
     ref = prefill(lm.model, cache_from_kv(KV(stored.keys.to(dev), stored.values.to(dev))), IDS[60:], 60)
     mounted = mount(host, dev)
-    assert mounted.moved_bytes == host.nbytes and len(mounted._ready) == stored.keys.shape[0]
+    assert mounted.moved_bytes == host.nbytes and len(mounted._pending) == stored.keys.shape[0]
     assert mounted.layers[0].keys.device == dev
     got = prefill(lm.model, mounted, IDS[60:], 60)
-    assert torch.equal(got, ref) and not mounted._ready
+    assert torch.equal(got, ref) and not mounted._pending
     lazy = cache_from_kv(KV(stored.keys.cpu(), stored.values.cpu()))  # pageable host K/V, moved on demand
     assert torch.equal(prefill(lm.model, lazy, IDS[60:], 60), ref) and lazy.moved_bytes == host.nbytes
 
