@@ -33,6 +33,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,50 @@ return first
 """
 _RENEW = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+# Client calls that only read: retried on a lost connection (bounded, short backoff). Writes and
+# the commit script are not retried here (a commit that may have run must not run twice).
+_IDEMPOTENT = frozenset({"get", "mget", "hget", "hmget", "hvals", "hgetall", "smembers", "pttl", "ping",
+                         "exists", "scan_iter"})
+_RETRIES = 4  # after the first try; backoff 50, 100, 200, 400 ms: a restarting server has ~0.75 s
+
+
+class _Guarded:
+    """The redis client as RedisStore uses it: a lost connection or a timeout is a StoreError
+    with one clear line (never a raw redis.ConnectionError), idempotent reads are retried."""
+
+    def __init__(self, client, url: str) -> None:
+        import redis
+
+        self._client = client
+        self._url = url
+        self._transient = (redis.ConnectionError, redis.TimeoutError)
+
+    def _call(self, name: str, fn, *args, **kw):
+        tries = 1 + (_RETRIES if name in _IDEMPOTENT else 0)
+        for attempt in range(tries):
+            try:
+                out = fn(*args, **kw)
+                return list(out) if name == "scan_iter" else out
+            except self._transient as e:
+                if attempt == tries - 1:
+                    what = "read" if name in _IDEMPOTENT else "write"
+                    raise StoreError(f"lost the connection to Redis at {self._url} ({what} {name}, "
+                                     f"{attempt + 1} tries): {e}") from None
+                time.sleep(0.05 * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def register_script(self, source: str):
+        script = self._client.register_script(source)
+        return lambda **kw: self._call("script", script, **kw)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __getattr__(self, name: str):
+        fn = getattr(self._client, name)
+        return (lambda *a, **kw: self._call(name, fn, *a, **kw)) if callable(fn) else fn
 
 
 @dataclass(frozen=True)
@@ -168,7 +213,7 @@ class RedisStore:
             client.ping()
         except redis.RedisError as e:
             raise StoreError(f"cannot reach Redis at {config.url}: {e}") from e
-        return cls(config, client)
+        return cls(config, _Guarded(client, config.url))
 
     def _k(self, *parts: str) -> str:
         return ":".join((self.config.namespace, *parts))
