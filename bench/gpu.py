@@ -139,7 +139,7 @@ def warm_phase(args: argparse.Namespace, work: Path) -> None:
             prefix = rt.exact.load_prefix(prompt)
             assert not prefix.pending, "every block of the document must verify"
             host = pinned(prefix.kv)  # the host plane: verified K/V kept in pinned RAM
-            rest = tok.encode(prompt)[prefix.matched_tokens:]
+            rest = tok.encode(prefix.rest)  # what the pipeline reads after the served blocks
             hosts, mounts, host_logits = [], [], None
             for _ in range(WARM_RUNS):
                 def ask():
