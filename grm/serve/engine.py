@@ -113,7 +113,6 @@ class Engine:
         self.traces: dict[str, deque] = {}
         self._worker: threading.Thread | None = None
         self._draining = False
-        self._running: Job | None = None
         self._avg_s = 1.0  # running mean of job seconds (Retry-After estimate)
         self._lock = threading.Lock()
         if metrics is not None:
@@ -145,10 +144,19 @@ class Engine:
     def tokenizer(self) -> Any:
         return self.rt.lm.tokenizer
 
-    def count_tokens(self, text: str) -> int:
-        """Tokens `text` reads as after the sinks (sinks included), as the runtime will read it."""
+    def check_fits(self, prompt: str, max_tokens: int) -> None:
+        """ApiError 400 context_length_exceeded if the prompt (after the sinks) and max_tokens do not
+        fit the model's window. A prompt of fewer bytes than the room left fits without tokenizing
+        (no tokenizer here makes more tokens than bytes, plus one for a leading space marker)."""
         tok = self.rt.lm.tokenizer
-        return len(tok.sink_ids) + len(tok.encode(text))
+        room = self.max_positions - len(tok.sink_ids) - max_tokens
+        if len(prompt.encode()) + 1 <= room:
+            return
+        n = len(tok.encode(prompt))
+        if n > room:
+            raise ApiError(400, f"This model's maximum context length is {self.max_positions} tokens; the prompt is "
+                           f"{n + len(tok.sink_ids)} tokens (sinks included) and {max_tokens} more were asked to be "
+                           "generated", "invalid_request_error", "context_length_exceeded", "messages")
 
     # ----- the worker -------------------------------------------------------------------------
     def start(self) -> "Engine":
@@ -167,7 +175,6 @@ class Engine:
             if job.cancelled.is_set():
                 job.future.set_exception(ApiError(499, "request cancelled before it ran", "cancelled", "cancelled"))
                 continue
-            self._running = job
             t0 = time.perf_counter()
             if self.metrics is not None:
                 self.metrics.queue_wait(job.tenant, t0 - job.queued_at)
@@ -180,7 +187,6 @@ class Engine:
             else:
                 job.future.set_result(result)
             finally:
-                self._running = None
                 self._avg_s = 0.8 * self._avg_s + 0.2 * (time.perf_counter() - t0)
 
     def submit(self, tenant: str, label: str, fn: Callable[[], Any]) -> Job:
@@ -230,11 +236,10 @@ class Engine:
         """Run `fn(TenantMemory of tenant)` on the worker."""
         return self.submit(tenant, label, lambda: fn(self.memory(tenant)))
 
-    def trace(self, tenant: str) -> deque:
-        t = self.traces.get(tenant)
-        if t is None:
-            t = self.traces[tenant] = deque(maxlen=self.config.trace_len)
-        return t
+    def trace(self, tenant: str) -> list[dict]:
+        """`tenant`'s recent requests, newest first (a copy: the worker appends meanwhile)."""
+        with self._lock:
+            return list(self.traces.get(tenant, ()))
 
     # ----- generation ---------------------------------------------------------------------------
     def complete(self, tenant: str, req: GenRequest, on_delta: Callable[[str], None] | None = None) -> Job:
@@ -252,6 +257,7 @@ class Engine:
         rt = self.view(tenant)
         mem = self.memory(tenant)
         rid = "req-" + secrets.token_hex(6)
+        self.check_fits(req.prompt, req.max_tokens)
         command = None
         if req.user_text and req.memory:
             command = mem.commands(req.user_text, rid)
@@ -261,11 +267,7 @@ class Engine:
                     on_delta(text)
                 self._record(tenant, req, rid, None, "stop")
                 return GenResult(text, "stop", 0, 0, 0, {"command": command, "tokens_from_memory": 0}, command)
-        pieces = 0
-
         def on_token(delta: str) -> bool:
-            nonlocal pieces
-            pieces += 1
             if on_delta is not None and delta:
                 on_delta(delta)
             return not job.cancelled.is_set()
@@ -315,7 +317,8 @@ class Engine:
             entry.update(mode=ans.mode, prompt_tokens=ans.prompt_tokens, tokens_from_memory=ans.tokens_from_memory,
                          mounted=list(ans.mounted), ttft_s=round(ans.ttft_s, 4), total_s=round(ans.total_s, 4),
                          fallback=getattr(ans, "fallback", None), lossy=bool(ans.lossy))
-        self.trace(tenant).appendleft(entry)
+        with self._lock:
+            self.traces.setdefault(tenant, deque(maxlen=self.config.trace_len)).appendleft(entry)
 
     # ----- documents ----------------------------------------------------------------------------
     def ingest(self, tenant: str, name: str, text: str, layout: str) -> IngestJob:

@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from grm.errors import UserInputError
 from grm.serve.engine import GenRequest, GenResult, Job
 from grm.serve.errors import ApiError, bad_request
 from grm.serve.http import read_json, tenant_of, wait_or_disconnect
@@ -54,15 +55,6 @@ def _check(request: Request, body: Any) -> Params:
     return params
 
 
-def _fits(request: Request, prompt: str, params: Params) -> None:
-    engine = request.app.state.engine
-    n = engine.count_tokens(prompt)
-    if n + params.max_tokens > engine.max_positions:
-        raise ApiError(400, f"This model's maximum context length is {engine.max_positions} tokens; the prompt "
-                       f"is {n} tokens and {params.max_tokens} more were asked to be generated",
-                       "invalid_request_error", "context_length_exceeded", "messages")
-
-
 async def chat_completions(request: Request) -> Any:
     tenant = tenant_of(request)
     body = await read_json(request)
@@ -70,7 +62,6 @@ async def chat_completions(request: Request) -> Any:
     messages = chat_messages(body)
     engine = request.app.state.engine
     prompt = render_chat(engine.tokenizer(), messages)
-    _fits(request, prompt, params)
     req = GenRequest(prompt, params.max_tokens, params.stops, params.memory, messages[-1]["content"], "chat")
     return await _answer(request, tenant, req, params, chat=True)
 
@@ -82,7 +73,6 @@ async def completions(request: Request) -> Any:
     prompt = completion_prompt(body)
     if body.get("echo") or body.get("suffix") or body.get("logprobs"):
         raise bad_request("echo, suffix and logprobs are not supported", code="unsupported_value")
-    _fits(request, prompt, params)
     req = GenRequest(prompt, params.max_tokens, params.stops, params.memory, None, "completions")
     return await _answer(request, tenant, req, params, chat=False)
 
@@ -161,25 +151,28 @@ class EventStream:
         watcher = asyncio.create_task(watch())
         deadline = time.monotonic() + self.timeout
         try:
+            item = await self._next(deadline)
+            if item is None or (item is _DONE and self.job.future.exception() is not None):
+                # no piece yet (timed out, too long, ...): a plain error response with its status
+                self.job.cancel()
+                err = _timeout(self.timeout) if item is None else _error(self.job.future.exception())
+                await err.response()(scope, receive, send)
+                return
             await send({"type": "http.response.start", "status": 200, "headers": [
                 (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                 (b"x-accel-buffering", b"no")]})
             first = self.chunks.first()
             if first is not None:
                 await self._send(send, _event(first))
-            while True:
-                try:
-                    item = await asyncio.wait_for(self.q.get(), max(0.0, deadline - time.monotonic()))
-                except asyncio.TimeoutError:
-                    self.job.cancel()
-                    err = ApiError(504, f"request not answered within {self.timeout:g} s", "timeout_error",
-                                   "request_timeout")
-                    await self._send(send, _event(err.body()))
-                    break
+            while item is not None:
                 if item is _DONE:
                     await self._finish(send)
                     break
                 await self._send(send, _event(self.chunks.delta(item)))
+                item = await self._next(deadline)
+            if item is None:  # timed out
+                self.job.cancel()
+                await self._send(send, _event(_timeout(self.timeout).body()))
             await self._send(send, b"data: [DONE]\n\n")
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:  # the client is gone
@@ -188,6 +181,13 @@ class EventStream:
             watcher.cancel()
             if not self.job.future.done():
                 self.job.cancel()
+
+    async def _next(self, deadline: float) -> Any:
+        """The next piece, _DONE, or None when the deadline passed."""
+        try:
+            return await asyncio.wait_for(self.q.get(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            return None
 
     async def _send(self, send: Any, data: bytes) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": True})
@@ -198,8 +198,20 @@ class EventStream:
             for chunk in self.chunks.last(self.job.future.result()):
                 await self._send(send, _event(chunk))
             return
-        err = exc if isinstance(exc, ApiError) else ApiError(500, "internal error while generating", "server_error")
-        await self._send(send, _event(err.body()))
+        await self._send(send, _event(_error(exc).body()))
+
+
+def _timeout(seconds: float) -> ApiError:
+    return ApiError(504, f"request not answered within {seconds:g} s", "timeout_error", "request_timeout")
+
+
+def _error(exc: BaseException) -> ApiError:
+    """A job's exception as the API error it answers."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, UserInputError):
+        return bad_request(str(exc))
+    return ApiError(500, "internal error while generating", "server_error")
 
 
 ROUTES = [

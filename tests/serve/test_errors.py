@@ -51,6 +51,12 @@ def test_prompt_over_the_window_is_context_length_exceeded(server):
     assert_error(r, 400, "context_length_exceeded")
 
 
+def test_streamed_request_that_cannot_start_gets_a_status_not_an_event(server):
+    window = server.engine.max_positions
+    body = {"model": MODEL, "prompt": "a" * (window + 10), "max_tokens": 4, "stream": True}
+    assert_error(post(server, "/v1/completions", body), 400, "context_length_exceeded")
+
+
 def test_body_over_the_limit_is_413(server):
     from grm.serve.config import ServeConfig
 
@@ -107,8 +113,9 @@ def test_request_past_the_timeout_is_504(fresh_server):
     srv = fresh_server(timeout_s=0.5)
     gate = _occupy(srv, 0)
     try:
-        r = post(srv, "/v1/completions", {"model": MODEL, "prompt": "hello", "max_tokens": 2})
-        assert_error(r, 504, "request_timeout")
+        for stream in (False, True):
+            r = post(srv, "/v1/completions", {"model": MODEL, "prompt": "hello", "max_tokens": 2, "stream": stream})
+            assert_error(r, 504, "request_timeout")
     finally:
         gate.set()
 

@@ -63,15 +63,20 @@ def seed(srv) -> dict:
 
 def test_inspector_pages_and_review_approval_in_a_browser(server, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
 
+    def wait_for(element_id: str):  # after a click the next page loads on its own time
+        return WebDriverWait(b, 30).until(ec.presence_of_element_located((By.ID, element_id)))
+
+    b = browser
     ids = seed(server)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    b = browser
     b.get(server.url + "/ui/facts")
     assert b.current_url.endswith("/ui/login")  # no key: the login form
     b.find_element(By.ID, "key").send_keys(server.keys["alice"])
     b.find_element(By.ID, "sign-in").click()
-    assert b.find_element(By.ID, "tenant").text == "alice"
+    assert wait_for("tenant").text == "alice"
     assert b.find_element(By.ID, "fact-count").text == "2"
     assert b.find_element(By.ID, "hit-rate").text.endswith("%")
     b.save_screenshot(str(SHOTS / "overview.png"))
@@ -94,7 +99,7 @@ def test_inspector_pages_and_review_approval_in_a_browser(server, browser):
     assert "my boat is called Osprey" in b.find_element(By.ID, f"review-{ids['review']}").text
     b.save_screenshot(str(SHOTS / "review.png"))
     b.find_element(By.ID, f"approve-{ids['review']}").click()
-    assert "approved" in b.find_element(By.ID, "message").text
+    assert "approved" in wait_for("message").text
     assert b.find_elements(By.ID, "no-reviews")
     b.save_screenshot(str(SHOTS / "review-approved.png"))
 
