@@ -64,6 +64,13 @@ def test_body_over_the_limit_is_413(server):
     r = post(server, "/v1/completions", {"model": MODEL, "prompt": "x" * (limit + 1)})
     assert_error(r, 413, "request_too_large")
 
+    def chunks():  # no Content-Length: the limit holds as the body arrives
+        for _ in range(limit // 65536 + 2):
+            yield b"x" * 65536
+
+    r = httpx.post(server.url + "/v1/completions", content=chunks(), headers=server.headers(), timeout=60)
+    assert_error(r, 413, "request_too_large")
+
 
 def test_sampling_temperature_is_refused(server):
     r = post(server, "/v1/chat/completions",
@@ -77,6 +84,10 @@ def test_no_key_or_a_wrong_key_is_401(server, path):
     assert_error(httpx.get(server.url + path), 401, "invalid_api_key", "authentication_error")
     r = httpx.get(server.url + path, headers={"Authorization": "Bearer grm-not-a-key"})
     assert_error(r, 401, "invalid_api_key")
+
+
+def test_wrong_method_is_405_in_the_error_shape(server):
+    assert_error(httpx.get(server.url + "/v1/chat/completions", headers=server.headers()), 405)
 
 
 def test_health_needs_no_key_and_unknown_paths_are_404(server):

@@ -68,6 +68,8 @@ def test_review_buffer_is_per_tenant(server, alice):
     assert call(server, "GET", "/v1/review", "bob").json()["results"] == []
     for action in ("approve", "reject"):
         assert call(server, "POST", f"/v1/review/{alice['review']}/{action}", "bob").status_code == 404
+        page = call(server, "POST", f"/ui/review/{alice['review']}/{action}", "bob", follow_redirects=True)
+        assert "no such review item" in page.text
     assert call(server, "GET", "/v1/review", "alice").json()["results"][0]["status"] == "pending"
 
 
