@@ -45,6 +45,7 @@ class Metrics:
                               buckets=BUCKETS, registry=r)
         self.depth = Gauge("grm:queue_depth", "Requests waiting for the model worker", registry=r)
         self._engine: Any = None
+        self._tokens: dict[str, list[float]] = {}  # tenant -> [hit tokens, query tokens], for the inspector
         r.register(_StoreCollector(self))
 
     def bind_engine(self, engine: Any) -> None:
@@ -55,6 +56,9 @@ class Metrics:
         m = "on" if memory else "off"
         self.queries.labels(tenant).inc(ans.prompt_tokens)
         self.hits.labels(tenant).inc(ans.tokens_from_memory)
+        t = self._tokens.setdefault(tenant, [0.0, 0.0])
+        t[0] += ans.tokens_from_memory
+        t[1] += ans.prompt_tokens
         self.requests.labels(tenant, endpoint, m).inc()
         self.ttft.labels(tenant, m).observe(ans.ttft_s)
         self.duration.labels(tenant, m).observe(ans.total_s)
@@ -67,7 +71,8 @@ class Metrics:
 
     def hit_rate(self, tenant: str) -> tuple[float, float]:
         """(hit tokens, query tokens) of `tenant` so far."""
-        return self.hits.labels(tenant)._value.get(), self.queries.labels(tenant)._value.get()
+        hits, queries = self._tokens.get(tenant, (0.0, 0.0))
+        return hits, queries
 
     def render(self, tenant: str) -> bytes:
         """The text exposition with only `tenant`'s samples (and unlabelled ones)."""
