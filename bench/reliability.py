@@ -6,6 +6,8 @@ store on the local disk; read = `read_payload` of every record (read + SHA-256 v
 decrypt for the encrypted row) after reopening. Raw disk: the same bytes with plain os calls in
 the same folder - one file each, write + fsync + close (the per-record cost the fsync modes pay),
 and reading them back. Shapes: 200 x 256 KB and 2,000 x 4 KB (quick: 40 x 256 KB, 400 x 4 KB).
+Issue 14 rows (bench/lib/reliability_sweeps.py): flips of every byte of the log meta, salvage of
+a 1,000-record log damaged at random offsets, and a plaintext scan of an encrypted store.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import write_results  # noqa: E402
 
 from grm.store import Store, StoreConfig  # noqa: E402
+from bench.lib import reliability_sweeps as sweeps  # noqa: E402
 from tests.sim import flips  # noqa: E402
 from tests.sim.crash import check_run  # noqa: E402
 from tests.sim.workloads import WORKLOADS  # noqa: E402
@@ -119,6 +122,11 @@ def suites(quick: bool) -> dict:
         rep = flips.io_error_loop(mode)
         out["io_errors"][mode] = {"failed_calls": rep.flips, "reopened_clean": rep.prefix,
                                   "violations": len(rep.violations)}
+    out["meta_flips"] = {name: sweeps.meta_flip_sweep(enc).to_json()
+                         for name, enc in (("plain", False), ("encrypted", True))}
+    out["salvage"] = {k: v.to_json() for k, v in
+                      sweeps.salvage_sweep(records=200 if quick else 1000, trials=4 if quick else 12).items()}
+    out["plaintext_scan"] = sweeps.plaintext_scan()
     logging.disable(logging.NOTSET)
     return out
 
@@ -148,10 +156,28 @@ def main(args: argparse.Namespace) -> int:
     for mode, v in counts["io_errors"].items():
         table.append(f"| I/O error loop ({mode}) | {v['failed_calls']} failed calls | {v['reopened_clean']} "
                      f"reopened with the acknowledged state | {v['violations']} |")
+    for name, v in counts["meta_flips"].items():
+        table.append(f"| byte flips: every byte of the log meta ({name}) | {v['cases']} flips | {v['opened']} prefix, "
+                     f"{v['corruption']} CorruptionError -> {v['salvaged']} salvaged; {v['recovered']}/{v['intact']} "
+                     f"intact records served, {v['lost']} lost ({v['lost_named']} named), {v['wrong']} wrong rows | "
+                     f"{v['violations']} |")
+    for kind, v in counts["salvage"].items():
+        table.append(f"| salvage: {kind} at random offsets of a {200 if quick else 1000}-record log | {v['cases']} "
+                     f"cases | {v['opened']} opened, {v['salvaged']} salvaged; records recovered {v['recovered']} vs "
+                     f"intact {v['intact']}; {v['lost']} lost ({v['lost_named']} named); {v['wrong']} wrong serves | "
+                     f"{v['violations']} |")
+    ps = counts["plaintext_scan"]
+    table.append(f"| plaintext scan: encrypted store after sections ingest + chat ({ps['model']}) | {ps['needles']} "
+                 f"distinctive words and paths x {ps['files']} files ({ps['bytes']} bytes) + token-id arrays | "
+                 f"{ps['hits']} hits | {ps['hits']} |")
     table += ["", "Raw disk = the same bytes, one file each, os.write + fsync + close, then read back. Store write "
               "includes close (async's last flush). Store read = read_payload (read + SHA-256, + AES-GCM for the "
               "encrypted row). Crash images: every prefix of each workload's I/O log, variants all / none / "
-              f"{'4' if quick else '16'} random subsets / torn / zeros / hole. "
+              f"{'4' if quick else '16'} random subsets / torn / zeros / hole. Meta flips: each byte of each put's "
+              "meta JSON (plain) or sealed fields (encrypted) flipped; a store that refuses to open is salvaged "
+              "(grm fsck --salvage); named = listed in fsck's lost (by key, or keyed id when its frame is "
+              "unreadable). Salvage: one transaction per record; intact = records whose frames the damage did not "
+              "touch; a cut tail opens as is and the catalog ahead of the log names what was lost. "
               + ("Quick run: smaller shapes." if quick else "")]
     write_results("reliability", {"quick": quick, "throughput": rows, "suites": counts}, table,
                   "grm bench reliability", quick=quick)

@@ -18,7 +18,7 @@ from grm.store import Store, StoreConfig
 from grm.store.state import SEALED_KEY
 
 KEY = bytes(range(32))
-WORDS = [b"Quintarvex", b"Vexmoor", b"Zorblatt", b"Plumquist", b"7733", b"orchard-keeper"]
+WORDS = [b"Quintarvex", b"Vexmoor", b"Zorblatt", b"Plumquist", b"orchard-keeper"]
 IDS_RE = re.compile(rb"\[\s*\d+(?:\s*,\s*\d+){7,}\s*\]")  # a JSON array of 8+ integers (token ids)
 
 
