@@ -70,6 +70,10 @@ class StreamCopier:
             dst_k.copy_(keys, non_blocking=True)
             dst_v.copy_(values, non_blocking=True)
             event.record(self.stream)
+        # A cache dropped before a layer is waited for must not hand its memory to the main stream
+        # while the side stream still writes it.
+        dst_k.record_stream(self.stream)
+        dst_v.record_stream(self.stream)
         return dst_k, dst_v, (event, keys, values)  # the sources stay referenced until waited for
 
     def wait(self, handle: object, device: torch.device) -> None:
