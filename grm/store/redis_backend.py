@@ -22,7 +22,7 @@ Commit = one Lua script: check every tenant lease still holds our token, INCRBY 
 rows (the LSN substituted into each row), update child sets, XADD the log entry. A lost lease
 fails the whole transaction (StoreError), never half of it. Durability is the Redis server's
 (appendonly / appendfsync): RedisConfig does not take a durability mode. Not yet: encryption at
-rest and FTS ranking (search_text is a token match scored by matching-token count).
+rest. search_text ranks by BM25 in the client (grm.store.redis_search), as FTS5 does locally.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -41,10 +40,10 @@ from pathlib import Path
 from grm.errors import StoreError, UserInputError
 from grm.store.fsck import FsckReport
 from grm.store.layout import tenant_dir_name
+from grm.store.redis_search import bm25, tenant_kinds
 from grm.store.record import (Record, canonical_json, check_key, check_name, check_state, check_text,
                               exported, normalize_meta)
 
-_WORD = re.compile(r"\w+")
 _COMMIT = """
 local n = tonumber(ARGV[2])
 for i = 1, n do
@@ -349,19 +348,16 @@ class RedisStore:
 
     def search_text(self, tenant: str, query: str, kind: str | None = None,
                     limit: int = 10) -> list[tuple[Record, float]]:
-        tokens = {t.lower() for t in _WORD.findall(query)}
-        hits = []
-        for r in self.records(tenant, kind):
-            if r.state == "active" and r.text:
-                score = len(tokens & {w.lower() for w in _WORD.findall(r.text)})
-                if score:
-                    hits.append((r, float(score)))
-        return sorted(hits, key=lambda h: (-h[1], h[0].lsn))[:max(limit, 0)]
+        """Active rows of `tenant` matching words of `query`, ranked by BM25 as the local store's
+        FTS5 ranks them (grm.store.redis_search; one pass over the tenant's rows)."""
+        if not isinstance(query, str):
+            raise UserInputError(f"search query must be a string, got {type(query).__name__}")
+        return bm25(self.records(tenant), query, kind, limit)
 
     def stats(self) -> dict:
         rows = list(self.records())
         return {"backend": "redis", "url": self.config.url, "namespace": self.config.namespace,
-                "records": len(rows), "last_lsn": int(self._r.get(self._k("lsn")) or 0),
+                "records": len(rows), "tenants": tenant_kinds(rows), "last_lsn": int(self._r.get(self._k("lsn")) or 0),
                 "leases_held": sorted(self._held), "counters": dict(self.counters)}
 
     @property
@@ -378,7 +374,14 @@ class RedisStore:
                 for r in damaged:
                     txn.set_state(r.tenant, r.kind, r.key, "damaged")
                     repaired.append(f"marked damaged {r.ident}")
-        return FsckReport(records=len(rows), damaged=[r.ident for r in damaged], orphans=[], repaired=repaired)
+        return FsckReport(records=len(rows), damaged=[r.ident for r in damaged], orphans=[], repaired=repaired,
+                          already_damaged=[r.ident for r in rows if r.state == "damaged"])
+
+    def is_damaged(self, record: Record, *, verify: bool = False) -> bool:
+        """As `Store.is_damaged`: marked damaged, or (verify) its payload does not verify now."""
+        if record.state == "damaged":
+            return True
+        return verify and record.payload is not None and self.read_payload(record) is None
 
     def close(self) -> None:
         if self._closed:

@@ -117,6 +117,10 @@ def test_tampered_payload_is_a_miss_and_fsck_marks_it(cfg: RedisConfig) -> None:
         assert s.read_payload(rec) is None and s.counters["payload_corrupt"] == 1
         rep = s.fsck(repair=True)
         assert rep.damaged == ["t/block/k"] and s.get("t", "block", "k").state == "damaged"
+        assert s.fsck().already_damaged == ["t/block/k"]  # still reported after the repair ...
+        assert s.is_damaged(s.get("t", "block", "k"))
+        healed = s.put("t", "block", "k", payload=b"genuine")  # ... until a write replaces it
+        assert not s.is_damaged(healed, verify=True) and s.fsck().already_damaged == []
 
 
 def test_lost_lease_fails_the_whole_transaction(cfg: RedisConfig) -> None:
