@@ -13,6 +13,9 @@ import math
 import subprocess
 import sys
 
+import pytest
+import torch
+
 from tests.conftest import ROOT
 
 FIELDS = ("tokens", "doc_tokens", "cold_s", "ingest_s", "warm_store_s", "warm_host_s", "mount_s", "kv_bytes",
@@ -21,13 +24,17 @@ FIELDS = ("tokens", "doc_tokens", "cold_s", "ingest_s", "warm_store_s", "warm_ho
           "speedup_store", "speedup_host", "mount_share_of_raw")
 
 
-def test_gpu_bench_runs_on_cpu_quick():
-    out = ROOT / "bench" / "results" / "gpu-cpu-quick.json"
+def _run(device: str, name: str) -> dict:
+    out = ROOT / "bench" / "results" / f"{name}.json"
     out.unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "grm", "bench", "gpu", "--device", "cpu", "--quick", "--threads", "2"],
+    proc = subprocess.run([sys.executable, "-m", "grm", "bench", "gpu", "--device", device, "--quick", "--threads", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    data = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_gpu_bench_runs_on_cpu_quick():
+    data = _run("cpu", "gpu-cpu-quick")
     assert data["command"].startswith("grm bench gpu --device cpu") and data["model"] == "random:llama-3-8b@small"
     assert data["targets"]["speedup_host_32k_ge_10"] is None  # a GPU target is not judged on a CPU
     rows = data["rows"]
@@ -45,3 +52,17 @@ def test_gpu_bench_runs_on_cpu_quick():
             assert math.isfinite(r[key]) and r[key] > 0, key
     assert rows[1]["kv_bytes"] > rows[0]["kv_bytes"]
     assert "| tokens | cold |" in (ROOT / "bench" / "results" / "gpu-cpu-quick.md").read_text()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_gpu_bench_quick_on_the_gpu():
+    """The same steps on the accelerator (bf16 @small): every plane works there, the host plane
+    and the store serve the same logits, and the mount's bandwidth is measured against raw."""
+    data = _run("cuda", "gpu-quick")
+    for r in data["rows"]:
+        assert r["device"].startswith("cuda") and r["dtype"] == "torch.bfloat16"
+        assert r["tokens_from_memory"] >= r["doc_tokens"] and r["host_equals_store"] and r["top1_agree"]
+        assert r["raw_bytes_per_s"] > 0 and 0 < r["mount_share_of_raw"]
+        assert 0 < r["peak_device_bytes"] < r["device_total_bytes"]
+        assert r["reseat_parity_max_rel_error"] < 6e-2
