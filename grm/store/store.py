@@ -85,6 +85,7 @@ class Store(StoreReads):
         self._fs = fs
         self._layout = layout
         self._lock_handle = lock
+        self._lock_checked = isinstance(lock, CheckedLock)  # once: a Protocol isinstance is slow per commit
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._counter_lock = threading.Lock()
@@ -257,7 +258,7 @@ class Store(StoreReads):
         except OSError as e:
             size = f"unreadable ({e})"
         why = None
-        if isinstance(self._lock_handle, CheckedLock) and not self._lock_handle.held():
+        if self._lock_checked and not self._lock_handle.held():
             why = "its lock no longer guards the store folder (it was moved or replaced)"
         elif size != self._writer.size:
             why = f"its log {self._writer.path} is {size} bytes, not the {self._writer.size} this writer left"
