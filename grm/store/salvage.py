@@ -70,15 +70,15 @@ class _Seg:
     path: str
     generation: int
     frames: list[tuple[int, dict]]  # (lsn, body) in file order
-    damaged: list[tuple[int, int, list[dict]]]  # (offset, end, bodies readable inside it)
+    damaged: list[tuple[int, int, list[tuple[int, dict]]]]  # (offset, end, (lsn, body) readable inside it)
 
 
-def _readable(data: bytes, off: int, end: int) -> list[dict]:
-    """Bodies still readable in a damaged range: a frame header whose length fits, then JSON."""
+def _readable(data: bytes, off: int, end: int) -> list[tuple[int, dict]]:
+    """(lsn, body) still readable in a damaged range: a frame header whose length fits, then JSON."""
     out = []
     pos = off
     while pos + FRAME_SIZE <= end:
-        length, _crc, _lsn = FRAME.unpack_from(data, pos)
+        length, _crc, lsn = FRAME.unpack_from(data, pos)
         if not 0 < length <= end - pos - FRAME_SIZE:
             break
         try:
@@ -86,7 +86,7 @@ def _readable(data: bytes, off: int, end: int) -> list[dict]:
         except ValueError:
             break
         if isinstance(body, dict):
-            out.append(body)
+            out.append((lsn, body))
         pos += FRAME_SIZE + length
     return out
 
@@ -231,8 +231,9 @@ def _salvage(fs: FileSystem, layout: Layout, codec: Codec, sync: bool) -> Salvag
 
     lost_names = {n for lsn, b in lost_bodies if b.get("op") != "commit" and (n := _name(codec, b, lsn))}
     for seg in segs:
-        for _off, _end, bodies in seg.damaged:
-            lost_names |= {n for b in bodies if b.get("op") not in (None, "commit") and (n := _name(codec, b, 0))}
+        for _off, _end, bodies in seg.damaged:  # frames the checkpoint holds are not lost
+            lost_names |= {n for lsn, b in bodies if lsn > ckpt_lsn and b.get("op") not in (None, "commit")
+                           and (n := _name(codec, b, lsn))}
     lost_names |= _catalog_names(fs, layout, set(lost_lsns), last, codec)
     named_lsns = set(lost_lsns)
     if not lost_names and named_lsns:
