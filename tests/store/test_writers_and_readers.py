@@ -156,3 +156,28 @@ def test_read_only_open_never_creates_a_store(root: Path) -> None:
     with pytest.raises(StoreError, match="not a GRM store"):
         Store.open(StoreConfig(root, read_only=True))
     assert not root.exists()
+
+
+def test_grm_stats_and_fsck_work_while_another_process_writes(root: Path) -> None:
+    import subprocess
+    import sys
+
+    from grm.cli import main
+
+    with Store.open(StoreConfig(root)) as s:
+        s.put("default", "doc", "d", payload=b"x" * 10, text="hello")
+    code = ("import sys, time\nfrom grm.store import Store, StoreConfig\n"
+            f"s = Store.open(StoreConfig({str(root)!r}))\ns.put('default', 'doc', 'e', text='live')\n"
+            "print('holding', flush=True)\nsys.stdin.readline()\ns.close()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert child.stdout.readline().strip() == "holding"
+        assert main(["stats", "--store", str(root), "--json"]) == 0
+        assert main(["fsck", "--store", str(root), "--json"]) == 0
+        with Store.open(StoreConfig(root, read_only=True)) as r:
+            assert {x.key for x in r.records("default")} == {"d", "e"}  # what the writer committed
+        with pytest.raises(StoreError, match="in use"):
+            Store.open(StoreConfig(root))  # a second writer is still refused
+    finally:
+        child.communicate("\n", timeout=30)
