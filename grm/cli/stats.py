@@ -93,10 +93,10 @@ def fsck_status(fields: dict, repaired: bool) -> int:
 
 def run_fsck(args: argparse.Namespace) -> int:
     if args.salvage:
-        from grm.store import Store
+        from grm.store.salvage import salvage
 
         require_store(store_root(args))
-        fields = Store.salvage(store_config(args)).to_json()
+        fields = salvage(store_config(args)).to_json()
         emit(fields, args.json)
         return fsck_status(fields, False)
     with open_store(args, read_only=not args.repair) as store:
