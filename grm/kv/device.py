@@ -31,6 +31,12 @@ def is_accelerator(device: torch.device | str) -> bool:
     return torch.device(device).type == "cuda"
 
 
+def host_empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+    """An uninitialized host tensor to read payloads into for a model on `device`: page-locked
+    when `device` is CUDA (the reads land where an asynchronous copy can start from), plain else."""
+    return torch.empty(shape, dtype=dtype, pin_memory=is_accelerator(device) and torch.cuda.is_available())
+
+
 def pinned(kv: KV) -> KV:
     """`kv` in page-locked host memory (what an asynchronous host->device copy needs); on a
     machine without CUDA there is nothing to pin and `kv` comes back as it is."""

@@ -22,7 +22,7 @@ from transformers import DynamicCache
 
 from grm.grafts import PagingConfig, Residency
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
-from grm.kv.device import DeviceCache, mount, pinned
+from grm.kv.device import DeviceCache, host_empty, mount, pinned
 from grm.kv.forward import prefill
 
 CUDA = torch.cuda.is_available()
@@ -107,6 +107,13 @@ def test_mount_on_cpu_makes_views_and_pins_nothing():
     assert cache.get_seq_length() == 5 and cache.moved_bytes == 0
     if not CUDA:
         assert pinned(kv) is kv  # nothing to pin without CUDA
+
+
+def test_host_buffers_are_plain_for_a_cpu_model():
+    buf = host_empty((2, 3), torch.bfloat16, "cpu")
+    assert buf.shape == (2, 3) and buf.dtype == torch.bfloat16 and not buf.is_pinned()
+    if CUDA:
+        assert host_empty((2, 3), torch.float32, "cuda").is_pinned()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
