@@ -72,6 +72,16 @@ def _timed(fn, device):
     return out, time.perf_counter() - t
 
 
+def _release_device_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def _open(store: Path, args: argparse.Namespace):
     from grm.runtime import Runtime
 
@@ -183,6 +193,7 @@ def main(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="grm-bench-gpu-"))
     t0 = time.perf_counter()
     cold = cold_phase(args, work)
+    _release_device_memory()  # the warm process gets the device to itself
     cmd = [sys.executable, __file__, "--warm", str(work), "--model", args.model, "--device", args.device,
            "--dtype", args.dtype, "--threads", str(args.threads)] + (["--quick"] if quick else [])
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
