@@ -70,25 +70,35 @@ def redis_url(tmp_path_factory) -> str:
     redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis==8.1.0)")
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    proc = start_redis(port, tmp_path_factory.mktemp("redis"))
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(10)
+
+
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    work = tmp_path_factory.mktemp("redis")
+        return sock.getsockname()[1]
+
+
+def start_redis(port: int, work: Path, appendonly: str = "no", appendfsync: str = "everysec") -> subprocess.Popen:
+    """redis-server on 127.0.0.1:`port` with its files in `work`, answering PING when returned."""
+    import redis
+
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(work)],
+                             "--appendonly", appendonly, "--appendfsync", appendfsync, "--dir", str(work)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = redis.Redis(port=port)
     deadline = time.monotonic() + 10
     while True:
         try:
             client.ping()
-            break
+            client.close()
+            return proc
         except redis.ConnectionError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
                 pytest.fail("redis-server did not start")
-            time.sleep(0.05)
-    client.close()
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(10)
+            time.sleep(0.02)

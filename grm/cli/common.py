@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from grm.runtime import Runtime
     from grm.runtime.config import RuntimeConfig
     from grm.store import Store, StoreConfig
+    from grm.store.backend import StoreBackend
 
 # Flags every subcommand (and every action of a nested one) accepts. `dest` -> default.
 COMMON_DEFAULTS = {"store": None, "tenant": "default", "model": None, "threads": None, "json": False,
@@ -87,8 +88,9 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("common options")
     d = {k: argparse.SUPPRESS for k in COMMON_DEFAULTS} if nested else COMMON_DEFAULTS
-    g.add_argument("--store", metavar="DIR", default=d["store"],
-                   help="store directory (default $GRM_HOME, else ~/.grm)")
+    g.add_argument("--store", metavar="DIR|URL", default=d["store"],
+                   help="store directory (default $GRM_HOME, else ~/.grm), or redis://HOST:PORT/NAMESPACE "
+                   "for a memory shared by several processes")
     g.add_argument("--tenant", metavar="NAME", default=d["tenant"],
                    help="owner of the memory: 1-64 letters, digits, '_', '.', '-', not starting with '_' "
                    "(default: default)")
@@ -138,36 +140,49 @@ def threads(args: argparse.Namespace) -> int | None:
     return n
 
 
-def store_root(args: argparse.Namespace) -> Path:
-    if args.store:
-        return Path(args.store).expanduser()
-    from grm.runtime.config import default_store_dir
+def store_root(args: argparse.Namespace) -> Path | str:
+    """--store as a location: a folder (default $GRM_HOME, else ~/.grm) or a redis:// URL."""
+    from grm.runtime.config import store_location
 
-    return default_store_dir()
+    return store_location(args.store or None)
 
 
-def require_store(root: Path) -> None:
-    """Reading commands never create a store: exit 2 with a line if `root` holds none."""
+def require_store(root: Path | str) -> None:
+    """Reading commands never create a store: exit 2 with a line if `root` holds none (a Redis
+    namespace always exists: an empty one reads as an empty store)."""
     from grm.store.layout import MARKER_NAME
+    from grm.store.opener import is_redis
 
-    if not (root / MARKER_NAME).exists():
+    if not is_redis(root) and not (Path(root) / MARKER_NAME).exists():
         raise UserInputError(f"no GRM store at {root} (run `grm ingest` or give --store DIR)")
 
 
 def store_config(args: argparse.Namespace, *, read_only: bool = False) -> StoreConfig:
+    """The local store's config (a Redis location is refused: it has none)."""
     from grm.store import StoreConfig
+    from grm.store.opener import is_redis
     from grm.store.tenant import check_tenant
 
     check_tenant(args.tenant)
+    if is_redis(store_root(args)):
+        raise UserInputError(f"this needs a local store folder, not {store_root(args)}")
     extra = {"read_only": True} if read_only and "read_only" in StoreConfig.__dataclass_fields__ else {}
     return StoreConfig(root=store_root(args), durability=args.durability, master_key=master_key(args),
                        compress=args.compress, **extra)
 
 
-def open_store(args: argparse.Namespace, *, create: bool = False, read_only: bool = False) -> Store:
-    """The one store opener. Without `create` a missing store is a user error (exit 2)."""
+def open_store(args: argparse.Namespace, *, create: bool = False, read_only: bool = False) -> StoreBackend:
+    """The one store opener (a folder or redis://HOST:PORT/NS, through `open_backend`). Without
+    `create` a missing store is a user error (exit 2)."""
     from grm.store import Store
+    from grm.store.opener import is_redis, open_backend
 
+    if is_redis(store_root(args)):
+        from grm.store.tenant import check_tenant
+
+        check_tenant(args.tenant)
+        return open_backend(store_root(args), master_key=master_key(args), durability=args.durability,
+                            compress=args.compress)
     config = store_config(args, read_only=read_only and not create)
     if not create:
         require_store(config.root)

@@ -11,6 +11,7 @@ from grm.models import DEFAULT_MODEL
 from grm.models.placement import check_names
 from grm.route import CHANNELS
 from grm.store.config import DURABILITY_MODES
+from grm.store.opener import is_redis
 from grm.store.tenant import check_tenant
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
@@ -28,9 +29,17 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("GRM_CACHE") or Path.home() / ".cache" / "grm").expanduser()
 
 
+def store_location(store: str | Path | None) -> Path | str:
+    """A store location as given: a Redis URL stays a string (a Path would fold its '//'), a
+    folder is expanded; None is the default folder."""
+    if store is None:
+        return default_store_dir()
+    return store if is_redis(store) else Path(store).expanduser()
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
-    store: Path  # the store directory (created on first write)
+    store: Path | str  # the store directory (created on first write), or redis://HOST:PORT/NAMESPACE
     cache_dir: Path  # model cache
     model: str = DEFAULT_MODEL  # registry name or HF folder path
     tenant: str = "default"  # owner of every record this runtime reads or writes
@@ -57,7 +66,7 @@ class RuntimeConfig:
         unknown = sorted(set(fields) - known)
         if unknown:
             raise UserInputError(f"unknown runtime option(s): {', '.join(unknown)}")
-        return cls(store=Path(store).expanduser() if store is not None else default_store_dir(),
+        return cls(store=store_location(store),
                    cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
                    model=model or DEFAULT_MODEL, **fields)  # type: ignore[arg-type]
 

@@ -35,9 +35,9 @@ from grm.runtime.files import collect
 from grm.runtime.generate import Answer
 from grm.runtime.policy_glue import PolicyGlue
 from grm.sections import SectionConfig, SectionMemory
-from grm.store import Store, StoreConfig
 from grm.store.backend import StoreBackend
 from grm.store.kinds import DOCUMENT
+from grm.store.opener import open_backend
 
 log = logging.getLogger("grm")
 __all__ = ["Runtime", "question_text"]
@@ -76,8 +76,8 @@ class Runtime:
             log.warning("%s has random weights: its answers are meaningless (for speed and memory only)", lm.name)
         dialect = dialect_for(lm.model)
         result = self_test(dialect, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT))
-        st = Store.open(StoreConfig(root=config.store, durability=config.durability,
-                                    master_key=config.master_key, compress=config.compress))
+        st = open_backend(config.store, master_key=config.master_key, durability=config.durability,
+                          compress=config.compress)
         return cls(config, lm, dialect, result, st)
 
     def __enter__(self) -> "Runtime":
