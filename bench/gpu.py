@@ -218,7 +218,7 @@ def main(args: argparse.Namespace) -> int:
         peak = (f"{r['peak_device_bytes'] / 2**30:.1f} / {r['device_total_bytes'] / 2**30:.0f} GiB"
                 if r["peak_device_bytes"] else "n/a")
         table.append(f"| {r['tokens']} | {r['cold_s']:.3f} s | {r['warm_store_s']:.3f} s | {r['warm_host_s']:.3f} s | "
-                     f"{r['speedup_store']:.1f}x / {r['speedup_host']:.1f}x | {r['kv_bytes'] / 2**20:.0f} MiB | {bw} | "
+                     f"{r['speedup_store']:.1f}x / {r['speedup_host']:.1f}x | {r['kv_bytes'] / 2**20:.1f} MiB | {bw} | "
                      f"{logits} | {peak} |")
     table += ["", "Targets: " + ", ".join(f"{k}: {v}" for k, v in targets.items()),
               "", f"Model {args.model} ({rows[0]['dtype'] if rows else '?'}, {rows[0]['device'] if rows else '?'}; "
