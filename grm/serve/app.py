@@ -27,6 +27,17 @@ from grm.serve.http import AuthMiddleware, BodyLimit, tenant_of
 log = logging.getLogger("grm.serve")
 
 
+class Starting:
+    """Stands in for the engine while the model loads (grm serve listens at once): not ready, and
+    every other use answers 503 with Retry-After."""
+
+    ready = False
+
+    def __getattr__(self, name: str) -> Any:
+        raise ApiError(503, "the model is still loading; retry shortly", "server_error", "loading",
+                       headers={"Retry-After": "5"})
+
+
 async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
@@ -68,7 +79,8 @@ def create_app(engine: Any, config: Any, keyring: Any, metrics_: Any) -> Starlet
         yield
         # uvicorn calls this after it stopped accepting and in-flight requests finished (SIGTERM):
         # the worker drains what is queued, then the store closes (nothing acknowledged is lost).
-        engine.close(timeout=config.drain_s)
+        if not isinstance(app.state.engine, Starting):
+            app.state.engine.close(timeout=config.drain_s)
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
               *openai_api.ROUTES, *memory_api.ROUTES, *ui.ROUTES]

@@ -13,7 +13,7 @@ from typing import Any
 
 import uvicorn
 
-from grm.serve.app import create_app
+from grm.serve.app import Starting, create_app
 from grm.serve.auth import KeyRing
 from grm.serve.config import ServeConfig
 from grm.serve.engine import Engine
@@ -42,17 +42,35 @@ def _uvicorn(app: Any, config: ServeConfig, port: int, fd: int | None = None) ->
 
 
 def serve(runtime_config: Any, config: ServeConfig) -> int:
-    """Load, listen, answer until SIGTERM or SIGINT; then finish in-flight requests and close."""
-    app, engine = build(runtime_config, config)
-    print(f"grm serve: {engine.model_name} on http://{config.host}:{config.port}/v1 "
-          f"({'no auth, tenant ' + config.tenant if config.no_auth else 'API keys from ' + str(config.keys)}); "
-          "inspector at /ui", file=sys.stderr)
+    """Listen at once (GET /healthz answers, /readyz says 503) while the model loads in a thread;
+    answer until SIGTERM or SIGINT; then finish in-flight requests and close the store. A load
+    failure stops the server and is raised here (the CLI prints it as one line, exit 2)."""
+    keyring = KeyRing.load(config.keys) if config.keys is not None else None
+    metrics = Metrics()
+    app = create_app(Starting(), config, keyring, metrics)
     server = _uvicorn(app, config, config.port)
+    failed: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            engine = Engine.open(runtime_config, config, metrics).start()
+        except BaseException as e:  # raised in the main thread once the server stopped
+            failed.append(e)
+            server.should_exit = True
+            return
+        app.state.engine = engine
+        print(f"grm serve: {engine.model_name} ready on http://{config.host}:{config.port}/v1 "
+              f"({'no auth, tenant ' + config.tenant if config.no_auth else 'API keys from ' + str(config.keys)}); "
+              "inspector at /ui", file=sys.stderr)
+
     # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found: make that
     # one a no-op so a drained server exits 0 instead of dying by the signal.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
+    threading.Thread(target=load, name="grm-serve-load", daemon=True).start()
     server.run()
+    if failed:
+        raise failed[0]
     return 0 if server.started else 2
 
 

@@ -131,3 +131,38 @@ def test_metrics_count_queries_and_hits_in_tokens(fresh_server):
     assert _sample(text, 'grm:store_bytes{tenant="alice",tier="exact"}') > 0
     assert _sample(text, 'grm:page_ins_total{plane="device",tenant="alice"}') >= 0
     assert _sample(text, "grm:queue_depth") == 0
+
+
+def test_while_the_model_loads_health_answers_and_the_rest_is_503(tmp_path):
+    """grm serve listens before its model is loaded: /healthz 200, /readyz 503, requests 503 +
+    Retry-After (the app with the engine's stand-in, run by uvicorn as `serve` runs it)."""
+    from grm.serve.app import Starting, create_app
+    from grm.serve.config import ServeConfig
+    from grm.serve.metrics import Metrics
+    from grm.serve.server import _uvicorn
+
+    config = ServeConfig(no_auth=True)
+    port = free_port()
+    server = _uvicorn(create_app(Starting(), config, None, Metrics()), config, port)
+    server.install_signal_handlers = lambda: None
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(url + "/healthz").status_code == 200
+        assert httpx.get(url + "/readyz").status_code == 503
+        r = httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": "hi"})
+        assert r.status_code == 503 and r.json()["error"]["code"] == "loading" and r.headers["retry-after"] == "5"
+        assert httpx.get(url + "/v1/models").status_code == 503
+    finally:
+        server.should_exit = True
+        t.join(30)
+
+
+def test_a_model_that_cannot_load_ends_serve_with_one_line(tmp_path):
+    r = grm("serve", "--no-auth", "--port", str(free_port()), "--model", "no-such-model",
+            "--store", str(tmp_path / "s"))
+    assert r.returncode == 2 and "no-such-model" in r.stderr and "Traceback" not in r.stderr
