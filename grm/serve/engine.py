@@ -47,6 +47,7 @@ class GenRequest:
     memory: bool = True  # False: no stored K/V loaded, nothing stored (side-by-side measurement)
     user_text: str | None = None  # a chat's last user message: memory commands and evidence
     endpoint: str = "completions"
+    mode: str = "exact"  # exact: the prompt as given; auto, exact-section, grafts, ...: a question over memory
 
 
 @dataclass
@@ -300,11 +301,14 @@ class Engine:
         return GenResult(ans.answer, finish, ans.prompt_tokens, n_out, ans.tokens_from_memory, ext, command)
 
     def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Any:
-        """The runtime call: exact mode (the prompt as given after the sinks, stored blocks it
-        starts with loaded), its new blocks stored after answering (a conversation's history hits
-        on its next request), ended only by end-of-turn, a stop string or max_tokens."""
-        return rt.ask(req.prompt, mode="exact", max_new_tokens=req.max_tokens, stop=req.stops, on_token=on_token,
-                      store_prompt=req.memory, chat=True, memory=req.memory)
+        """The runtime call. Exact mode (every chat, and completions by default): the prompt as given
+        after the sinks, the stored blocks it starts with loaded, its new blocks stored after
+        answering (a conversation's history hits on its next request), ended only by end-of-turn,
+        a stop string or max_tokens. Another mode (completions' `grm.mode`) asks the prompt as a
+        question over memory, as `grm ask --mode` does."""
+        exact = req.mode == "exact"
+        return rt.ask(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens, stop=req.stops, on_token=on_token,
+                      store_prompt=req.memory and exact, chat=exact, memory=req.memory)
 
     def _record(self, tenant: str, req: GenRequest, rid: str, ans: Any, finish: str, n_out: int = 0) -> None:
         """The inspector's request trace: what was loaded or mounted for each request, and why."""

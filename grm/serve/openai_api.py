@@ -60,6 +60,9 @@ async def chat_completions(request: Request) -> Any:
     body = await read_json(request)
     params = _check(request, body)
     messages = chat_messages(body)
+    if params.mode != "exact":
+        raise bad_request("chat completions read the conversation in exact mode; 'grm.mode' is for /v1/completions",
+                          param="grm")
     engine = request.app.state.engine
     prompt = render_chat(engine.tokenizer(), messages)
     req = GenRequest(prompt, params.max_tokens, params.stops, params.memory, messages[-1]["content"], "chat")
@@ -73,7 +76,7 @@ async def completions(request: Request) -> Any:
     prompt = completion_prompt(body)
     if body.get("echo") or body.get("suffix") or body.get("logprobs"):
         raise bad_request("echo, suffix and logprobs are not supported", code="unsupported_value")
-    req = GenRequest(prompt, params.max_tokens, params.stops, params.memory, None, "completions")
+    req = GenRequest(prompt, params.max_tokens, params.stops, params.memory, None, "completions", params.mode)
     return await _answer(request, tenant, req, params, chat=False)
 
 

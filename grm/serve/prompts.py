@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grm.policy.grammar import parse
+from grm.runtime.config import ASK_MODES
 from grm.serve.errors import bad_request
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -31,6 +32,7 @@ class Params:
     stream: bool
     include_usage: bool
     memory: bool
+    mode: str  # the runtime's ask mode (completions may pick one; chat is always exact)
 
 
 def _int(body: dict, name: str, default: int, lo: int, hi: int) -> int:
@@ -83,7 +85,10 @@ def parse_params(body: Any, default_max_tokens: int, token_limit: int) -> Params
     ext = body.get("grm") or {}
     if not isinstance(ext, dict) or not isinstance(ext.get("memory", True), bool):
         raise bad_request("'grm' must be an object like {\"memory\": false}", param="grm")
-    return Params(model, max_tokens, stops, stream, bool(opts.get("include_usage")), ext.get("memory", True))
+    mode = ext.get("mode", "exact")
+    if mode not in ASK_MODES:
+        raise bad_request(f"'grm.mode' must be one of {', '.join(ASK_MODES)}", param="grm")
+    return Params(model, max_tokens, stops, stream, bool(opts.get("include_usage")), ext.get("memory", True), mode)
 
 
 def completion_prompt(body: dict) -> str:

@@ -130,3 +130,19 @@ def test_bad_bodies_are_400(fresh_server):
     assert call(srv, "POST", "/v1/documents", json={"name": "a"}).status_code == 400
     assert call(srv, "POST", "/v1/documents", json={"text": "a", "layout": "zigzag"}).status_code == 400
     assert call(srv, "GET", "/v1/jobs/job-nope").status_code == 404
+
+
+def test_completion_can_ask_a_question_over_ingested_documents(fresh_server):
+    srv = fresh_server()
+    ingest(srv, "bridge.txt", "The Velmora Bridge is 412 meters long and opened in 1931.\n\n" * 3, layout="sections")
+    ingest(srv, "orchard.txt", "The orchard grows winter apples near the river mill.\n\n" * 3, layout="sections")
+    body = {"model": MODEL, "prompt": "How long is the Velmora Bridge?", "max_tokens": 4,
+            "grm": {"mode": "exact-section"}}
+    r = call(srv, "POST", "/v1/completions", json=body).json()
+    assert r["grm"]["mode"] == "exact-section"
+    assert [m["source"] for m in r["grm"]["mounted"]] == ["bridge.txt"]
+    assert r["usage"]["prompt_tokens_details"]["cached_tokens"] > 40  # the section's K/V, not re-read
+    body["grm"] = {"mode": "sideways"}
+    assert call(srv, "POST", "/v1/completions", json=body).status_code == 400
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "grm": {"mode": "grafts"}}
+    assert call(srv, "POST", "/v1/chat/completions", json=chat).status_code == 400
