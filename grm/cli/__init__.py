@@ -42,6 +42,7 @@ SUBCOMMANDS = [
     "grm.cli.ask",
     "grm.cli.chat",
     "grm.cli.stats",  # stats, fsck
+    "grm.cli.gc",
     "grm.cli.memory",
     "grm.cli.grafts",
     "grm.cli.archive",
