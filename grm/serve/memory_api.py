@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from grm.policy.fact import LIFETIMES
+from grm.policy.fact import LIFETIMES, words
 from grm.policy.grammar import Correct, Forget, Remember, ReviewDecision
 from grm.serve.errors import bad_request, not_found
 from grm.serve.http import read_json, tenant_of, wait_or_disconnect
@@ -149,9 +149,14 @@ async def list_memories(request: Request) -> JSONResponse:
 
     def work(m: Any) -> dict:
         facts = m.policy.facts()
-        if query:
-            facts = m.policy.match(query, facts)
         facts.sort(key=lambda f: (-f.created, f.id))
+        if query:  # the facts holding all its words; else those sharing any, most shared first
+            found = m.policy.match(query, facts)
+            if not found:
+                want = set(words(query))
+                shared = [(len(want & set(words(f"{f.statement} {f.subject} {f.value}"))), f) for f in facts]
+                found = [f for n, f in sorted(shared, key=lambda t: -t[0]) if n > 0]
+            facts = found
         chunk = facts[(page - 1) * size: page * size]
         return {"results": [fact_json(f) for f in chunk], "page": page, "page_size": size, "total": len(facts)}
 

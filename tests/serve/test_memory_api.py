@@ -52,6 +52,9 @@ def test_add_list_search_paginate_get(fresh_server):
     assert {m["id"] for m in listed["results"] + page2["results"]} >= set(ids)
     found = call(srv, "GET", "/v1/memories", params={"query": "editor"}).json()["results"]
     assert [m["memory"] for m in found] == ["my editor is vim"]
+    loose = call(srv, "GET", "/v1/memories", params={"query": "which editor do I use"}).json()["results"]
+    assert loose[0]["memory"] == "my editor is vim"
+    assert call(srv, "GET", "/v1/memories", params={"query": "zebra"}).json()["results"] == []
     one = call(srv, "GET", f"/v1/memories/{ids[0]}").json()
     assert one["memory"] == "the boat number 0 is blue" and one["state"] == "active"
     assert call(srv, "GET", "/v1/memories/f-000000000000").status_code == 404
