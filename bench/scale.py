@@ -1,0 +1,184 @@
+"""`grm bench scale`: how the local store behaves at 10^4, 10^5 and 10^6 records (issue 17).
+
+Synthetic rows through the public store interface (no model: runs on 2 cores): graft-like rows
+of one tenant, each with ~12 words of text from a 20,000-word Zipf vocabulary (so lexical
+queries have realistic selectivity), and a 256-byte payload on one row in ten. Each size runs in
+a child process (its own peak RSS). Per size:
+
+- write rate: rows in transactions of 1,000 (durability normal: one fsync per transaction);
+  during the fill the automatic checkpoint is off (see "checkpoint cadence" in the results);
+- open without a checkpoint (the whole log replayed) and with one (checkpoint + empty log);
+- catalog rebuild (SQLite + FTS5 from the host state), fsck (every payload re-hashed);
+- lexical routing: `grm.route.lexical.search` (the graft router's lexical channel, FTS5 BM25)
+  for 1,000 queries of 2-4 vocabulary words, p50 / p99;
+- peak resident memory of the child, disk bytes of the store folder.
+
+`python bench/scale.py [--quick] [--sizes 10000,100000]` or `grm bench scale [--quick]`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SIZES = (10_000, 100_000, 1_000_000)
+QUICK_SIZES = (1_000, 10_000)
+TXN = 1_000
+VOCAB = 20_000
+QUERIES = 1_000
+TARGETS = {100_000: {"route_p99_ms": 20}, 1_000_000: {"route_p99_ms": 100, "open_ckpt_s": 1.0, "rss_mb": 1024}}
+
+
+
+def _zipf_vocab_sampler(seed: int):
+    rng = random.Random(seed)
+    weights = [1.0 / (i + 1) ** 0.9 for i in range(VOCAB)]
+    cum, total = [], 0.0
+    for w in weights:
+        total += w
+        cum.append(total)
+    import bisect
+
+    def sample(k: int) -> list[str]:
+        return [f"w{bisect.bisect_left(cum, rng.random() * total)}x" for _ in range(k)]
+    return rng, sample
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def one(n: int, root: Path) -> dict:
+    """Measure one size in this process (called in a child)."""
+    from grm.route.lexical import LexicalConfig, search
+    from grm.store import Store, StoreConfig
+    from grm.store.kinds import GRAFT
+
+    rng, sample = _zipf_vocab_sampler(n)
+    out: dict = {"records": n}
+    cfg = StoreConfig(root=root, checkpoint_every=10**9)
+    s = Store.open(cfg)
+    t = time.perf_counter()
+    for start in range(0, n, TXN):
+        with s.transaction() as txn:
+            for i in range(start, min(n, start + TXN)):
+                payload = rng.randbytes(256) if i % 10 == 0 else None
+                txn.put("bench", GRAFT, f"g{i:07d}", text=" ".join(sample(12)), payload=payload,
+                        meta={"i": i})
+    out["write_s"] = time.perf_counter() - t
+    out["write_rows_per_s"] = n / out["write_s"]
+    s.close()
+
+    t = time.perf_counter()
+    s = Store.open(cfg)
+    out["open_no_ckpt_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    s._catalog.rebuild(s._state.iter_all(), s.last_lsn)
+    out["catalog_rebuild_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    report = s.fsck()
+    out["fsck_s"] = time.perf_counter() - t
+    assert not report.damaged and not report.orphans, report
+    t = time.perf_counter()
+    s.checkpoint()
+    out["checkpoint_s"] = time.perf_counter() - t
+    s.close()
+    t = time.perf_counter()
+    s = Store.open(cfg)
+    out["open_ckpt_s"] = time.perf_counter() - t
+    assert len(s._state) == n
+
+    qrng = random.Random(7)
+    lat, hits = [], 0
+    config = LexicalConfig()
+    for _ in range(QUERIES):
+        q = " ".join(sample(qrng.randint(2, 4)))
+        t = time.perf_counter()
+        found = search(s, "bench", q, GRAFT, config)
+        lat.append((time.perf_counter() - t) * 1000)
+        hits += bool(found)
+    lat.sort()
+    out["route_p50_ms"] = statistics.median(lat)
+    out["route_p99_ms"] = lat[int(0.99 * len(lat)) - 1]
+    out["route_hit_rate"] = hits / QUERIES
+    s.close()
+    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["disk_bytes"] = _du(root)
+    out["disk_bytes_per_record"] = out["disk_bytes"] / n
+    return out
+
+
+def _child(n: int) -> dict:
+    work = Path(tempfile.mkdtemp(prefix=f"grm-scale-{n}-"))
+    try:
+        done = subprocess.run([sys.executable, __file__, "--one", str(n), str(work / "store")],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            return {"records": n, "error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _fmt(r: dict) -> str:
+    if "error" in r:
+        return f"| {r['records']:,} | error: {r['error']} |" + " |" * 10
+    return (f"| {r['records']:,} | {r['write_rows_per_s']:,.0f} | {r['open_no_ckpt_s']:.2f} | {r['open_ckpt_s']:.2f} "
+            f"| {r['checkpoint_s']:.2f} | {r['catalog_rebuild_s']:.2f} | {r['fsck_s']:.2f} | {r['route_p50_ms']:.2f} "
+            f"| {r['route_p99_ms']:.2f} | {r['rss_mb']:.0f} | {r['disk_bytes'] / 2**20:.1f} |")
+
+
+def _verdicts(rows: list[dict]) -> list[str]:
+    lines = []
+    for r in rows:
+        for key, limit in TARGETS.get(r["records"], {}).items():
+            if key in r:
+                ok = r[key] < limit
+                lines.append(f"- {r['records']:,} records: {key} = {r[key]:.2f} (target < {limit}): "
+                             f"{'met' if ok else 'NOT met'}")
+    return lines
+
+
+def main(args) -> int:
+    from bench._common import write_results
+
+    sizes = QUICK_SIZES if getattr(args, "quick", False) else tuple(getattr(args, "sizes", None) or SIZES)
+    rows = []
+    for n in sizes:
+        r = _child(n)
+        print(json.dumps(r), file=sys.stderr, flush=True)
+        rows.append(r)
+    table = ["| records | write rows/s | open, no ckpt (s) | open, ckpt (s) | checkpoint (s) | catalog rebuild (s) "
+             "| fsck (s) | lexical route p50 (ms) | p99 (ms) | peak RSS (MB) | disk (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"] + [_fmt(r) for r in rows]
+    table += ["", "Targets:"] + (_verdicts(rows) or ["- (no size with a target was run)"])
+    cmd = "python bench/scale.py" + (f" --sizes {','.join(map(str, sizes))}" if not getattr(args, "quick", False) else "")
+    write_results("scale", {"sizes": list(sizes), "results": rows, "targets": {str(k): v for k, v in TARGETS.items()}},
+                  table, cmd, quick=getattr(args, "quick", False))
+    print("\n".join(table))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":
+        print(json.dumps(one(int(sys.argv[2]), Path(sys.argv[3]))))
+        sys.exit(0)
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=None)
+    p.add_argument("--model", default=None)
+    p.add_argument("--threads", type=int, default=2)
+    sys.exit(main(p.parse_args()))
