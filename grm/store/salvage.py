@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -73,19 +74,36 @@ class _Seg:
     damaged: list[tuple[int, int, list[tuple[int, dict]]]]  # (offset, end, (lsn, body) readable inside it)
 
 
+_FIELD = re.compile(rb'"(tenant|kind|key|kid|op)":"((?:[^"\\]|\\.){1,1100})"')
+
+
+def _fields(raw: bytes) -> dict:
+    """A body that no longer parses as JSON (a damaged byte in its meta, say): the identity
+    fields that still read as JSON strings. Never used to serve anything, only to name it."""
+    out: dict = {}
+    for m in _FIELD.finditer(raw):
+        try:
+            out.setdefault(m.group(1).decode(), json.loads(b'"' + m.group(2) + b'"'))
+        except ValueError:
+            continue
+    return out if {"tenant", "kind"} <= out.keys() and ("key" in out or "kid" in out) else {}
+
+
 def _readable(data: bytes, off: int, end: int) -> list[tuple[int, dict]]:
-    """(lsn, body) still readable in a damaged range: a frame header whose length fits, then JSON."""
+    """(lsn, body) still readable in a damaged range: a frame header whose length fits, then
+    its JSON, or failing that the identity fields that still read."""
     out = []
     pos = off
     while pos + FRAME_SIZE <= end:
         length, _crc, lsn = FRAME.unpack_from(data, pos)
         if not 0 < length <= end - pos - FRAME_SIZE:
             break
+        raw = data[pos + FRAME_SIZE:pos + FRAME_SIZE + length]
         try:
-            body = json.loads(data[pos + FRAME_SIZE:pos + FRAME_SIZE + length])
+            body = json.loads(raw)
         except ValueError:
-            break
-        if isinstance(body, dict):
+            body = _fields(raw)
+        if isinstance(body, dict) and body:
             out.append((lsn, body))
         pos += FRAME_SIZE + length
     return out
@@ -121,7 +139,7 @@ def _read_lenient(fs: FileSystem, path: str, generation: int) -> _Seg:
 def _name(codec: Codec, body: dict, lsn: int) -> str | None:
     if "tenant" not in body or "kind" not in body:
         return None
-    if "sealed" in body:
+    if "kid" in body:
         try:
             return f"{body['tenant']}/{body['kind']}/{codec.open_mutation(body, lsn)['key']}"
         except (Unauthenticated, KeyError, TypeError, ValueError):
