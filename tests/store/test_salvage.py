@@ -133,3 +133,15 @@ def test_salvage_leaves_a_clean_store_untouched(root: Path) -> None:
     assert not rep.salvaged and rep.lost == [] and rep.records == 30
     after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and p.name != "LOCK"}
     assert after == before
+
+
+def test_a_frame_that_no_longer_parses_is_still_named(root: Path) -> None:
+    _fill(root)
+    [seg] = segments(root)
+    data = bytearray(seg.read_bytes())
+    a, _b = [(a, b) for a, b, body in _frame_offsets(seg) if body["op"] == "put"][7]
+    i = data.index(b'"meta":{', a) + len(b'"meta":')
+    data[i] = ord("[")  # the JSON of the frame is broken, its identity fields still read
+    seg.write_bytes(bytes(data))
+    rep = Store.salvage(StoreConfig(root))
+    assert rep.lost == ["alice/block/k07"]
