@@ -5,7 +5,8 @@ it sits where it was read) and spliced in per layer, in the order given: callers
 relevant graft last, nearest the question. Grafts harvested apart never attended to each other;
 `repair` recomputes the first `repair` tokens of each graft in context (EPIC's idea): those
 tokens are read by the model after everything mounted before them, and the rest of the graft is
-spliced in after them.
+spliced in after them. `blend` (grm/grafts/blend.py) instead recomputes the share of tokens whose
+K/V deviate most from a joint read, across all layers, once every graft is in place.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from grm.dialects import Dialect
+from grm.grafts.blend import BlendConfig, blend as blend_spans
 from grm.kv import KV, cache_from_kv, reseat_kv
 from grm.kv.forward import prefill
 
@@ -47,8 +49,11 @@ def append(cache: DynamicCache, kv: KV) -> None:
         cache.update(kv.keys[layer][None], kv.values[layer][None], layer)
 
 
-def build(model: torch.nn.Module, dialect: Dialect, sinks: KV, mounts: list[Mount], repair: int = 0) -> Arena:
-    """`[sinks | mounts...]` in the order given; the tail is the caller's to read at `arena.seat`."""
+def build(model: torch.nn.Module, dialect: Dialect, sinks: KV, mounts: list[Mount], repair: int = 0,
+          blend: BlendConfig | None = None) -> Arena:
+    """`[sinks | mounts...]` in the order given; the tail is the caller's to read at `arena.seat`.
+    With `blend`, two or more mounts are then repaired by selective recomputation; the tokens it
+    recomputed count as computed, not from memory."""
     if repair < 0:
         raise ValueError("repair must be >= 0 tokens")
     arena = Arena(cache_from_kv(sinks), sinks.tokens, from_memory=sinks.tokens)
@@ -69,4 +74,11 @@ def build(model: torch.nn.Module, dialect: Dialect, sinks: KV, mounts: list[Moun
                 arena.from_memory += n - k
         arena.seat += n
         arena.spans[m.id] = (start, arena.seat)
+    if blend is not None and len(mounts) > 1:
+        spans = [arena.spans[m.id] for m in mounts]
+        seats = blend_spans(model, arena.cache, spans, [t for m in mounts for t in m.ids], blend)
+        stored = [arena.spans[m.id] for m in mounts if m.kv is not None]
+        fixed = sum(any(a <= s < b for a, b in stored) for s in seats)  # read as text already: computed
+        arena.from_memory -= fixed
+        arena.computed += fixed
     return arena

@@ -8,9 +8,13 @@ it is not a chat turn and nothing is generated. Any other line is a turn, in ord
    `clear_context` the live window is empty, so anything older than this turn comes back only
    through memory; without it the last `window_turns` turns stay live beside the mounted memory;
 3. read `User: <text>\nAssistant:` and generate greedily;
-4. harvest the turn (user text + the answer as generated, plus a blank line) straight out of the
-   live cache as an evidence graft, stored durably: a later turn, or a later process on the same
-   store, can route to it;
+4. harvest the turn (user text + the answer as generated, plus a blank line) as an evidence graft,
+   stored durably: a later turn, or a later process on the same store, can route to it. `harvest`
+   says how (HARVEST_MODES): `live` slices it out of the live cache (free, but its K/V carry
+   whatever was mounted that turn), `standalone` reads it once more alone after the sinks, as
+   document sections are read (clean), `user` stores only the user's words read alone (the model's
+   reply, which may echo a needle wrongly, never becomes memory). The reply's first seat is kept
+   in the graft's meta (`reply_from`) either way;
 5. let the policy plane extract facts from the user's text (the model's answer is not evidence),
    fold old turns into digests when folding is on, and page the device plane back under its byte
    budget.
@@ -28,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from grm.errors import UserInputError
 from grm.grafts import build
-from grm.kv import crop, kv_from_cache
+from grm.grafts.floor import asks_memory
+from grm.kv import cache_from_kv, crop, kv_from_cache
 from grm.kv.forward import prefill
 from grm.runtime.answer import Generation, Ready, graft_mount, mount_routed, route_grafts, run
 from grm.runtime.policy_glue import evidence_id
@@ -39,8 +44,10 @@ if TYPE_CHECKING:
 
 TURN_PROMPT = "User: {text}\nAssistant:"
 TURN_END = "\n\n"  # ends every harvested turn, so mounted turns read as separate exchanges
+USER_WORDS = "User: {text}\n\n"  # a turn harvested as the user's words only (harvest="user")
 TURN_STOPS = ("\nUser:", "\nAssistant:")  # the model starting the next exchange ends its answer
 MAX_TURN_CHARS = 16_000
+HARVEST_MODES = ("live", "standalone", "user")
 
 
 @dataclass
@@ -63,6 +70,7 @@ class Reply:
     why: list[dict] = field(default_factory=list)  # per mounted graft: score, bm25, dense cosine, identifiers
     lossy: bool = False  # something mounted came from the archive tier (dequantized, not exact)
     command: str | None = None  # the memory command this line was, if it was one
+    abstained: bool = False  # a question memory holds nothing on: answered with the abstain line, not harvested
     changed: bool = False  # whether a command changed memory
 
     def to_json(self) -> dict:
@@ -71,9 +79,12 @@ class Reply:
 
 class ChatSession:
     def __init__(self, ctx: "Context", glue: "PolicyGlue", clear_context: bool = False, window_turns: int = 4,
-                 fold: bool = False, digester=None, policy: dict | None = None) -> None:
+                 fold: bool = False, digester=None, policy: dict | None = None, harvest: str = "live") -> None:
         if window_turns < 0:
             raise UserInputError("window_turns must be >= 0")
+        if harvest not in HARVEST_MODES:
+            raise UserInputError(f"harvest must be one of {', '.join(HARVEST_MODES)}")
+        self.harvest = harvest
         self.ctx, self.clear_context = ctx, clear_context
         self.window: deque[str] = deque(maxlen=window_turns)
         self.session = secrets.token_hex(4)
@@ -112,6 +123,12 @@ class ChatSession:
         live = [] if self.clear_context else list(self.window)
         routed = route_grafts(ctx, text, frozenset(live))
         t_route = time.perf_counter()
+        if ctx.grafts.config.abstain_floor > 0 and asks_memory(text):
+            also = tuple(ctx.grafts.get(gid).text for gid in live)
+            if ctx.grafts.grounding(text, routed, also=also).abstain:  # grm/grafts/floor.py
+                return Reply(turn=self.turn, user=text, answer=ctx.config.abstain_line, abstained=True,
+                             mounted=[graft_mount(r) for r in routed], why=[r.why() for r in routed],
+                             timings={"route_s": round(t_route - t0, 4), "total_s": round(t_route - t0, 4)})
         mounts = mount_routed(ctx, routed, live)
         prompt_ids = tok.encode(TURN_PROMPT.format(text=text))
         sinks = ctx.exact.sinks()
@@ -121,7 +138,7 @@ class ChatSession:
         t_mount = time.perf_counter()
         out = run(ctx, Ready(arena, [prompt_ids], "chat"), Generation(ctx.config.max_new_tokens, TURN_STOPS), t0)
         t_gen = time.perf_counter()
-        graft_id = self._harvest(arena, out.start, prompt_ids, out.ids)
+        graft_id = self._harvest(arena, out.start, text, prompt_ids, out.ids)
         t_harvest = time.perf_counter()
         if not self.clear_context and self.window.maxlen:
             self.window.append(graft_id)
@@ -141,10 +158,11 @@ class ChatSession:
             lossy=any(m.id in ctx.grafts.lossy_ids for m in mounts),
         )
 
-    def _harvest(self, arena, start: int, prompt_ids: list[int], gen_ids: list[int]) -> str:
-        """Store the turn as read: the prompt and the generated tokens (up to where the answer was
-        cut: a blank line, or the model starting the next exchange), then a blank line, sliced out
-        of the live cache; tokens not yet read (the last generated, the blank line) are read now."""
+    def _harvest(self, arena, start: int, text: str, prompt_ids: list[int], gen_ids: list[int]) -> str:
+        """Store the turn: the prompt and the generated tokens (up to where the answer was cut: a
+        blank line, or the model starting the next exchange), then a blank line. `live`: sliced
+        out of the live cache, tokens not yet read (the last generated, the blank line) read now;
+        `standalone` / `user`: the turn / the user's words read alone after the sinks."""
         ctx = self.ctx
         tok = ctx.lm.tokenizer
         keep = len(gen_ids)
@@ -153,11 +171,23 @@ class ChatSession:
         ids = prompt_ids + gen_ids[:keep]
         if not tok.decode(gen_ids[:keep]).endswith(TURN_END):
             ids = ids + tok.encode(TURN_END)
-        cached = min(arena.cache.get_seq_length() - start, len(prompt_ids) + keep)
-        crop(arena.cache, start + cached)
-        if cached < len(ids):
-            prefill(ctx.lm.model, arena.cache, ids[cached:], start + cached)
-        kv = kv_from_cache(arena.cache, start, start + len(ids))
-        g = ctx.grafts.harvest(kv, start, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
-                              extra={"session": self.session, "turn": self.turn})
+        reply_from = len(prompt_ids)
+        if self.harvest == "user":
+            ids = tok.encode(USER_WORDS.format(text=text))
+            reply_from = len(ids)  # no reply stored
+        if self.harvest == "live":
+            cached = min(arena.cache.get_seq_length() - start, len(prompt_ids) + keep)
+            crop(arena.cache, start + cached)
+            if cached < len(ids):
+                prefill(ctx.lm.model, arena.cache, ids[cached:], start + cached)
+            kv, seat = kv_from_cache(arena.cache, start, start + len(ids)), start
+        else:
+            sinks = ctx.exact.sinks()
+            cache, seat = cache_from_kv(sinks), sinks.tokens
+            prefill(ctx.lm.model, cache, ids, seat)
+            kv = kv_from_cache(cache, seat)
+        g = ctx.grafts.harvest(kv, seat, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
+                              standalone=self.harvest != "live",
+                              extra={"session": self.session, "turn": self.turn, "harvest": self.harvest,
+                                     "reply_from": reply_from})
         return g.id

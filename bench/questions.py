@@ -1,0 +1,188 @@
+"""Plain questions: how much does the question's form cost, and which packaged model asks better?
+
+Each invented fact (recall.py's kind: an invented name, a 4-digit number) is inserted in the middle
+of a real news article of 300-500 tokens, and the article is read in context (sinks + article), so
+only the question's form and the model vary. Every fact is asked two ways:
+- repeat: the fact's own words ("What is the access code for the X vault?");
+- paraphrase: other words ("What number opens the X vault?"; recall.py's questions for the tune
+  templates),
+each in three forms: plain ("Question: q\\nAnswer:"), primed (the benchmark's hand-written lead:
+"...\\nAnswer: The number that opens the X vault is") and derived (grm/runtime/lead.py's rules;
+a question no rule covers is asked plain, counted under `derived`, and its coverage reported).
+Splits: `tune`: recall.py's 5 templates, which the lead rules were written against; `held-out`:
+5 other templates written afterwards, nothing changed after seeing them. Scoring: the number
+appears in the answer (12 new tokens, greedy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import news_corpus, run_cli, write_results  # noqa: E402
+from recall import SYLLABLES  # noqa: E402
+
+SEED = 20261201
+PER_TEMPLATE = 4
+MODELS = ("smollm2-135m", "gemma3-270m")
+FORMS = ("plain", "primed", "derived")
+# statement, (repeat question, its lead), (paraphrase question, its lead)
+TEMPLATES = {
+    "tune": [
+        ("The access code for the {n} vault is {x}.",
+         ("What is the access code for the {n} vault?", "The access code for the {n} vault is"),
+         ("What number opens the {n} vault?", "The number that opens the {n} vault is")),
+        ("Last year the port of {n} recorded {x} ship arrivals.",
+         ("How many ship arrivals did the port of {n} record last year?", "Last year the port of {n} recorded"),
+         ("How many ships arrived at the port of {n} last year?",
+          "The number of ships that arrived at the port of {n} last year was")),
+        ("The {n} Bridge is {x} metres long.",
+         ("How long is the {n} Bridge?", "The {n} Bridge is"),
+         ("How long, in metres, is the {n} Bridge?", "The length of the {n} Bridge, in metres, is")),
+        ("The {n} festival sold {x} tickets this season.",
+         ("How many tickets did the {n} festival sell this season?",
+          "The number of tickets the {n} festival sold this season was"),
+         ("How many people bought tickets for the {n} festival this season?",
+          "The number of people who bought tickets for the {n} festival this season was")),
+        ("Engineers say the {n} dam holds {x} million litres.",
+         ("How many million litres does the {n} dam hold?", "The {n} dam holds, in millions of litres,"),
+         ("What volume of water, in million litres, can the {n} dam store?",
+          "The {n} dam can store, in million litres,")),
+    ],
+    "held-out": [
+        ("The {n} library owns {x} rare maps.",
+         ("How many rare maps does the {n} library own?", "The {n} library owns"),
+         ("How large is the {n} library's collection of rare maps?",
+          "The {n} library's collection of rare maps numbers")),
+        ("The {n} observatory was founded in {x}.",
+         ("When was the {n} observatory founded?", "The {n} observatory was founded in"),
+         ("In what year did the {n} observatory open?", "The {n} observatory opened in")),
+        ("The {n} ferry carries {x} passengers a week.",
+         ("How many passengers does the {n} ferry carry a week?", "The {n} ferry carries"),
+         ("How many people travel on the {n} ferry each week?",
+          "The number of people who travel on the {n} ferry each week is")),
+        ("The {n} clinic's phone extension is {x}.",
+         ("What is the {n} clinic's phone extension?", "The {n} clinic's phone extension is"),
+         ("Which extension should I dial to reach the {n} clinic?", "The extension to dial for the {n} clinic is")),
+        ("The {n} marathon had {x} finishers this year.",
+         ("How many finishers did the {n} marathon have this year?", "The {n} marathon had"),
+         ("How many runners completed the {n} marathon this year?",
+          "The number of runners who completed the {n} marathon this year was")),
+    ],
+}
+
+
+def facts(split: str, rng: random.Random) -> list[dict]:
+    out, names = [], set()
+    for stmt, repeat, para in TEMPLATES[split]:
+        for _ in range(PER_TEMPLATE):
+            name = ""
+            while not name or name in names:
+                name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+            names.add(name)
+            x = str(rng.randint(1000, 9999))
+            out.append({"statement": stmt.format(n=name, x=x), "answer": x,
+                        "repeat": [s.format(n=name) for s in repeat], "paraphrase": [s.format(n=name) for s in para]})
+    return out
+
+
+def contexts(tok, docs: list[str], fact_list: list[dict]) -> list[str]:
+    """Each fact inserted after the middle sentence of its own 300-500 token article."""
+    arts = [d for d in docs if 300 <= len(tok.encode(d)) <= 480][: len(fact_list)]
+    if len(arts) < len(fact_list):
+        raise RuntimeError("not enough articles of the wanted length")
+    out = []
+    for doc, f in zip(arts, fact_list):
+        ends = [m.end() for m in re.finditer(r"\. (?=[A-Z])", doc)]
+        at = ends[len(ends) // 2] if ends else len(doc)
+        out.append(doc[:at] + f["statement"] + " " + doc[at:])
+    return out
+
+
+def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list[dict]], docs: list[str]) -> dict:
+    from grm.kv import cache_from_kv, kv_from_cache
+    from grm.kv.forward import prefill
+    from grm.runtime import Runtime
+    from grm.runtime.answer import QUESTION_TEMPLATE
+    from grm.runtime.generate import greedy
+    from grm.runtime.lead import answer_lead
+
+    out = {}
+    with Runtime.open(store=store, model=model, threads=threads) as rt:
+        tok, lm = rt.lm.tokenizer, rt.lm.model
+        sinks = rt.exact.sinks()
+        for split, fs in split_facts.items():
+            rows = []
+            texts = contexts(tok, docs, fs) if split == "tune" else contexts(tok, docs[200:], fs)
+            for f, text in zip(fs, texts):
+                cache = cache_from_kv(sinks)
+                ids = tok.encode(text)
+                prefill(lm, cache, ids, sinks.tokens)
+                read = kv_from_cache(cache, 0)  # sinks + article, reused for every form
+                row = {"answer": f["answer"]}
+                for kind in ("repeat", "paraphrase"):
+                    q, lead = f[kind]
+                    derived = answer_lead(q)
+                    row[f"{kind}_derived_lead"] = derived
+                    for form in FORMS:
+                        use = {"plain": None, "primed": lead, "derived": derived}[form]
+                        prompt = QUESTION_TEMPLATE.format(q=q) + (f" {use}" if use else "")
+                        c = cache_from_kv(read)
+                        q_ids = tok.encode(prompt)
+                        seat = sinks.tokens + len(ids)
+                        logits = prefill(lm, c, q_ids, seat)
+                        ans, _, _ = greedy(lm, tok, c, logits, seat + len(q_ids), 12, time.perf_counter())
+                        row[f"{kind}_{form}"] = ans
+                        row[f"{kind}_{form}_ok"] = f["answer"] in ans
+                rows.append(row)
+            out[split] = rows
+            print(f"{model} {split}: " + ", ".join(
+                f"{k}/{form} {sum(r[f'{k}_{form}_ok'] for r in rows)}" for k in ("repeat", "paraphrase")
+                for form in FORMS), file=sys.stderr, flush=True)
+    return out
+
+
+def _table(res: dict) -> list[str]:
+    out = ["Fact inserted in a 300-500 token news article read in context; 20 facts per split (4 per template); "
+           "a probe counts if the 4-digit answer appears. See bench/questions.py.", "",
+           "| model | split | question | plain | primed | derived lead | rules covered |", "|---|---|---|---|---|---|---|"]
+    for model, per in res["models"].items():
+        for split, rows in per.items():
+            for kind in ("repeat", "paraphrase"):
+                cells = [f"{sum(r[f'{kind}_{f}_ok'] for r in rows)}/{len(rows)}" for f in FORMS]
+                cov = sum(r[f"{kind}_derived_lead"] is not None for r in rows)
+                out.append(f"| {model} | {split} | {kind} | " + " | ".join(cells) + f" | {cov}/{len(rows)} |")
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import torch
+
+    threads = args.threads or 2
+    torch.set_num_threads(threads)
+    rng = random.Random(SEED)
+    split_facts = {s: facts(s, rng) for s in TEMPLATES}
+    if args.quick:
+        split_facts = {s: fs[::4] for s, fs in split_facts.items()}
+    docs = news_corpus()
+    models = (args.model,) if args.model else MODELS
+    t0 = time.perf_counter()
+    res = {"models": {}}
+    with tempfile.TemporaryDirectory() as d:
+        for m in models:
+            res["models"][m] = ask_model(m, threads, Path(d) / m, split_facts, docs)
+    res["seconds"] = time.perf_counter() - t0
+    write_results("questions", res, _table(res), f"python bench/questions.py --threads {threads}", quick=args.quick)
+    print("\n".join(_table(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,219 @@
+"""The answer lead: a plain question's answer started for the model, by rules for wh-questions.
+
+Small models recall a fact far better when the answer is already begun ("Question: What is the
+access code for the X vault?\\nAnswer: The access code for the X vault is") than when the answer
+starts blank (issue 13: SmolLM2 4/20 plain vs 13/20 primed, same text in context). Users type
+plain questions, so `answer_lead` derives the lead from the question's own words:
+
+    What is/was the X?          -> The X is/was         (also my X -> Your X)
+    What is the X called?       -> The X is called
+    What N <verb>s Y?           -> The N that <verb>s Y is
+    Who is/was X?               -> X is/was
+    When is/was X?              -> X is/was on          When was X <verb>ed? -> X was <verb>ed
+    When does/did S <verb> ...? -> S <verb>s/<verb>ed
+    Where is/are X?             -> X is/are in          Where does/did S <verb> (to)? -> S <verb>s (to|in)
+    How many N does/did S <verb>? -> S <verb>s/<verb>ed
+    How many N <verb>ed Y?      -> The number of N that <verb>ed Y was
+    How long/much/old/... is X? -> X is
+A question no rule covers gets no lead (None): the caller asks it plain. A question that already
+starts its own answer ("...\\nAnswer: ...") is never touched. First and second person swap (my ->
+your, I -> you), since the answer speaks to the asker.
+"""
+
+from __future__ import annotations
+
+import re
+
+SWAP = {"my": "your", "our": "your", "i": "you", "me": "you", "we": "you", "mine": "yours", "am": "are",
+        "myself": "yourself", "us": "you"}
+DETERMINERS = ("the", "my", "our", "your", "his", "her", "their", "its", "a", "an", "this", "that")
+PRONOUNS = ("i", "we", "you", "they", "he", "she", "it")
+PARTICIPLES = frozenset("born built made held sold done given taken seen written known kept left found paid won "
+                        "run grown begun chosen driven".split())
+BE = ("is", "are", "was", "were")
+PREPOSITIONS = ("to", "from", "in", "at", "on", "for", "with", "into", "by", "of")
+IRREGULAR_PAST = {"leave": "left", "go": "went", "come": "came", "begin": "began", "meet": "met", "buy": "bought",
+                  "sell": "sold", "take": "took", "make": "made", "get": "got", "give": "gave", "find": "found",
+                  "say": "said", "see": "saw", "win": "won", "hold": "held", "run": "ran", "build": "built",
+                  "send": "sent", "keep": "kept", "put": "put", "pay": "paid", "lose": "lost", "spend": "spent",
+                  "grow": "grew", "write": "wrote", "become": "became", "tell": "told", "bring": "brought",
+                  "have": "had", "do": "did", "be": "was", "set": "set", "cost": "cost", "fly": "flew", "drive": "drove",
+                  "choose": "chose", "know": "knew", "think": "thought", "teach": "taught", "leave for": "left for"}
+# base forms a do-question's verb is recognised by (no part-of-speech tagger in the runtime)
+VERBS = frozenset("""leave live move meet sell hold keep expire renew start open close arrive begin end cost weigh
+own have record employ produce need want take make get go come work play run park stay study teach visit buy pay
+finish land depart launch win lose attend store contain serve carry build grow print publish ship report receive
+send count list earn spend charge use happen take fly drive return retire die marry join found sign rent hire
+collect export import borrow lend owe plant harvest catch bake cook eat drink wear order book reserve travel
+""".split())
+PAST_FORMS = frozenset(IRREGULAR_PAST.values())
+AUX = {"does": "present", "do": "plural", "did": "past"}
+
+
+def answer_lead(question: str) -> str | None:
+    """The start of the answer to a plain wh-question, or None where no rule applies."""
+    q = question.strip()
+    if "\n" in q or not q.endswith("?") or q.count("?") > 1:
+        return None
+    words = q[:-1].strip().split()
+    if len(words) < 3:
+        return None
+    wh = words[0].lower().rstrip(",")
+    rest = words[1:]
+    lead = {"what": _what, "who": _who, "when": _when, "where": _where, "how": _how}.get(wh, lambda _: None)(rest)
+    if not lead:
+        return None
+    lead = " ".join(lead)
+    return lead[0].upper() + lead[1:]
+
+
+def _swap(words: list[str]) -> list[str]:
+    return [SWAP.get(w.lower(), w) if w.lower() in SWAP else w for w in words]
+
+
+def _subject(words: list[str]) -> bool:
+    """Does `words` start like a noun phrase (a determiner, a pronoun or a name)?"""
+    if not words:
+        return False
+    w = words[0]
+    return w.lower() in DETERMINERS or w.lower() in SWAP or w[:1].isupper()
+
+
+def _third_person(verb: str, subject: list[str]) -> str:
+    """`verb` agreeing with `subject` in the present ("you leave", "your flight leaves")."""
+    if [w.lower() for w in subject] in (["you"], ["they"]) or (len(subject) == 1 and subject[0].lower() == "you"):
+        return verb
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _past(verb: str) -> str:
+    if verb in IRREGULAR_PAST:
+        return IRREGULAR_PAST[verb]
+    if verb.endswith("e"):
+        return verb + "d"
+    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ied"
+    return verb + "ed"
+
+
+def _inflect(aux: str, verb: str, subject: list[str]) -> str:
+    return {"present": _third_person(verb, subject), "plural": verb, "past": _past(verb)}[AUX[aux]]
+
+
+def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
+    """"is the X called" -> The X is called; "is the X" -> The X is (+ tail)."""
+    if not _subject(rest):
+        return None
+    subject = _swap(rest)
+    if subject[-1].lower() in PREPOSITIONS:
+        return None  # "What is the box made of?": the answer's shape is not "X is"
+    if len(rest) >= 2 and rest[0].lower() in PRONOUNS and rest[1].lower().endswith("ing"):
+        # "are we meeting the architects" -> You are meeting the architects (in)
+        return subject[:1] + [verb] + subject[1:] + ([tail] if tail else [])
+    last = subject[-1].lower()
+    if last == "called" or last.endswith("ed") or last in PARTICIPLES:
+        return subject[:-1] + [verb, subject[-1]] + (["in"] if tail == "in" else [])
+    return subject + [verb] + ([tail] if tail else [])
+
+
+def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = True) -> list[str] | None:
+    """"does my flight to Oslo leave" -> Your flight to Oslo leaves (the verb is the last word, or
+    the last before a final preposition)."""
+    if len(rest) < 2 or not _subject(rest):
+        return None
+    prep = rest[-1].lower() if rest[-1].lower() in PREPOSITIONS else ""
+    body = rest[:-1] if prep else rest
+    if len(body) < 2:
+        return None
+    # the verb: the first word after the subject's noun phrase; the subject is everything before
+    # it, found as the last word that is not a determiner or capitalised name before a lowercase
+    # word that can be a verb. Rule of thumb: a one-word subject (a pronoun or name), or a noun
+    # phrase ending at the word before the last lowercase word not followed by more subject.
+    subject, verb, after = _split_clause(body)
+    if not subject or not verb:
+        return None
+    words = _swap(subject) + [_inflect(aux, verb.lower(), _swap(subject))]
+    if not keep_after:
+        return words  # "How many tickets did S sell this season?" -> S sold (the number comes next)
+    words += _swap(after)
+    if prep:
+        words.append(prep)
+    elif tail and not after:
+        words.append(tail)
+    return words
+
+
+def _split_clause(body: list[str]) -> tuple[list[str], str, list[str]]:
+    """Subject, verb, the rest: a pronoun subject is one word; otherwise the verb is the first
+    common verb (VERBS) after the subject's first word that does not follow a determiner."""
+    if body[0].lower() in PRONOUNS:
+        return body[:1], body[1], body[2:]
+    for j in range(1, len(body)):
+        w, prev = body[j], body[j - 1].lower()
+        if w in VERBS and prev not in DETERMINERS and prev not in SWAP:
+            return body[:j], w, body[j + 1:]
+    return [], "", []
+
+
+def _what(rest: list[str]) -> list[str] | None:
+    verb = rest[0].lower()
+    if verb in BE:
+        return _be_phrase(verb, rest[1:])
+    if verb in AUX or verb in ("can", "will", "should", "would", "could", "kind", "type", "sort"):
+        return None
+    # What N <verb>s Y? -> The N that <verb>s Y is
+    if len(rest) >= 3 and rest[0].isalpha() and rest[0].islower() and re.fullmatch(r"[a-z]+(s|ed)", rest[1]):
+        tense = "was" if rest[1].endswith("ed") else "is"
+        return ["The", rest[0], "that"] + _swap(rest[1:]) + [tense]
+    return None
+
+
+def _who(rest: list[str]) -> list[str] | None:
+    verb = rest[0].lower()
+    return _be_phrase(verb, rest[1:]) if verb in BE else None
+
+
+def _when(rest: list[str]) -> list[str] | None:
+    verb = rest[0].lower()
+    if verb in BE:
+        return _be_phrase(verb, rest[1:], "on")
+    if verb in AUX:
+        return _do_phrase(verb, rest[1:], "on")
+    return None
+
+
+def _where(rest: list[str]) -> list[str] | None:
+    verb = rest[0].lower()
+    if verb in BE:
+        return _be_phrase(verb, rest[1:], "in")
+    if verb in AUX:
+        return _do_phrase(verb, rest[1:], "in")  # "Where does my sister live?" -> Your sister lives in
+    return None
+
+
+def _how(rest: list[str]) -> list[str] | None:
+    first = rest[0].lower().rstrip(",")
+    if first == "many" or first == "much":
+        # How many N does/did S <verb> ...? -> S <verb>s/<verb>ed
+        for j, w in enumerate(rest[1:], 1):
+            if w.lower() in AUX:
+                if j < 2:
+                    return None
+                if rest[-1].lower() in PREPOSITIONS:
+                    return None
+                return _do_phrase(w.lower(), rest[j + 1:], keep_after=False)
+            if w.lower() in BE and j >= 2 and first == "many":
+                return None  # "How many people are there in X?": no lead
+            if (re.fullmatch(r"[a-z]+ed", w) or w in PAST_FORMS) and j >= 2:
+                # How many N <verb>ed Y? -> The number of N that <verb>ed Y was
+                return ["The", "number", "of"] + rest[1:j] + ["that"] + _swap(rest[j:]) + ["was"]
+        return None
+    if first in ("long", "much", "old", "tall", "far", "big", "high", "deep", "wide", "heavy", "large", "often"):
+        for j, w in enumerate(rest[1:], 1):
+            if w.lower() in BE:
+                return _be_phrase(w.lower(), rest[j + 1:])
+    return None

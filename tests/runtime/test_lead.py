@@ -1,0 +1,36 @@
+"""The answer lead derived from a plain question (grm/runtime/lead.py)."""
+
+import pytest
+
+from grm.runtime.answer import question_text
+from grm.runtime.lead import answer_lead
+
+
+@pytest.mark.parametrize("question, lead", [
+    ("What is the access code for the Velmoran vault?", "The access code for the Velmoran vault is"),
+    ("What is my locker code?", "Your locker code is"),
+    ("What is my cat called?", "Your cat is called"),
+    ("What number opens the Velmoran vault?", "The number that opens the Velmoran vault is"),
+    ("Who is my accountant?", "Your accountant is"),
+    ("When is the school play?", "The school play is on"),
+    ("When does my flight to Oslo leave?", "Your flight to Oslo leaves on"),
+    ("When was the Zeldrin observatory founded?", "The Zeldrin observatory was founded"),
+    ("Where does my sister live?", "Your sister lives in"),
+    ("Where did my brother move to?", "Your brother moved to"),
+    ("Where are we meeting the architects?", "You are meeting the architects in"),
+    ("How many tickets did the Rav Tarsel festival sell this season?", "The Rav Tarsel festival sold"),
+    ("How many million litres does the Ulthor dam hold?", "The Ulthor dam holds"),
+    ("How many ships arrived at the port of Zeldrin last year?",
+     "The number of ships that arrived at the port of Zeldrin last year was"),
+    ("How long, in metres, is the Quintaro Bridge?", "The Quintaro Bridge is"),
+])
+def test_wh_questions_get_the_answer_started_in_their_own_words(question, lead):
+    assert answer_lead(question) == lead
+
+
+@pytest.mark.parametrize("question", [
+    "Why is the sky blue?", "What is Lisbon famous for?", "Who founded the company?", "Which level did I park on?",
+    "Tell me the code.", "What is it?", "What is the code?\nAnswer: The code is", "Is it? Or not?",
+])
+def test_questions_no_rule_covers_get_no_lead(question):
+    assert answer_lead(question) is None
