@@ -3,7 +3,8 @@
 Lifecycle: the runtime builds one `GraftMemory` over its `ExactMemory` (which owns the sinks and
 the payload binding checks). Sections ingest calls `adopt_blocks` (a document graft per section,
 sharing the section's payload); a chat turn calls `harvest` with the span it read; a question
-calls `route`, then `load` (through the paging planes) for what it mounts. Grafts are never
+calls `route`, then `grounding` (abstain when nothing routed holds anything on it), then `load`
+(through the paging planes) for what it mounts. Grafts are never
 edited: `retire` and `slice` write new record versions / new records, lineage kept.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from grm.errors import UserInputError
 from grm.exact import ExactMemory
+from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, ground
 from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
@@ -39,6 +41,10 @@ class RouteConfig:
     # neighbours, and one wrong answer they provoke is harvested and provokes the next (measured)
     require_lexical: bool = True
     dense_weight: float = 0.5  # combined = lexical / best lexical + dense_weight * dense in [0, 1]
+    # abstain when the routed grafts cover less than this share of the question's IDF-weighted
+    # content words and hold none of its names/numbers (grm/grafts/floor.py); 0 never abstains
+    # on something routed
+    abstain_floor: float = DEFAULT_FLOOR
     channel: str = "combined"  # combined | lexical | dense
     lexical: LexicalConfig = LexicalConfig()
     dense: DenseConfig = DenseConfig()
@@ -46,6 +52,8 @@ class RouteConfig:
     def __post_init__(self) -> None:
         if self.k < 1 or self.seat_budget < 1:
             raise ValueError("k and seat_budget must be >= 1")
+        if not 0 <= self.abstain_floor <= 1:
+            raise ValueError("abstain_floor must be in [0, 1]")
         if not 0 <= self.relative_floor <= 1 or self.dense_weight < 0:
             raise ValueError("relative_floor must be in [0, 1] and dense_weight >= 0")
         if self.channel not in CHANNELS:
@@ -251,6 +259,16 @@ class GraftMemory:
             out.append(Routed(g, h.score, h.bm25, h.identifiers, h.dense))
             used += g.tokens
         return out
+
+    def grounding(self, query: str, routed: list[Routed], floor: float | None = None,
+                  also: tuple[str, ...] = ()) -> Grounding:
+        """Whether `routed` (and the texts `also` mounted, a chat's live window) hold anything on
+        `query` (grm/grafts/floor.py), with document frequencies over this tenant's routable
+        grafts; `floor`: the config's by default."""
+        texts = (r.text or "" for r in self.store.records(self.tenant, KIND)
+                 if self._mine(r) and not r.meta.get("retired"))
+        floor = self.config.abstain_floor if floor is None else floor
+        return ground(query, [r.graft.text for r in routed] + list(also), DocumentFrequencies(texts), floor)
 
     def _dense_scores(self, query: str, keep) -> dict[str, tuple[Record, float]]:
         ex = self.exact

@@ -14,7 +14,12 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     I am N years old           -> (my age, is, N)
     I live in P                -> (i, live in, P)
     I like|love Y              -> (i, like|love, Y)       multi-valued: never a contradiction
+    I|we meet|work|... in|at P -> (I|we, meet in, P)      a short list of verbs of place
     the X is Y | Name is Y     -> (the X, is, Y)          only when Y is a number or a Name
+    the X is in|on|at Y        -> (the X, is, Y)          the same, "the launch is in May"
+
+A sentence that states a plain-words update ("the launch slipped from May to June") is read by
+grm/policy/updates.py instead: one proposal whose `replaces` names the old value.
 
 A proposal's statement is the claim alone ("my locker code is 1234", without the chat around
 it): it is what the fact's graft reads. `canonical(p)` writes a proposal back as a sentence these
@@ -24,20 +29,28 @@ rules read to the same claim; folding relies on that to measure whether a digest
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm
+from grm.policy.updates import parse_update
 
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_WORDS = 6
 
 # a period ends a clause unless it is inside a number (3.5) or ends a title ("Dr. Okafor")
 _TITLES = "".join(rf"(?<!\b{t})" for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Prof", "Jr", "Sr", "Mt"))
+_SENTENCE = re.compile(r"[!?\n]|" + _TITLES + r"\.(?=\s)")  # "3.5", "ann@x.org" are not ends
 _CLAUSE = re.compile(r"[!?;\n]|" + _TITLES + r"(?:(?<!\d)\.|\.(?!\d))|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)", re.IGNORECASE)
 _NAME = re.compile(r"\b(?:call me|i am called|i'm called)\s+(?P<v>.+)", re.IGNORECASE)
 _AGE = re.compile(r"\bi(?:\s+am|'m)\s+(?P<v>\d{1,3})\s+years?\s+old\b", re.IGNORECASE)
 _LIVE = re.compile(r"\bi\s+live\s+in\s+(?P<v>.+)", re.IGNORECASE)
+# "we meet in room 4", "I work at Globex": one verb, then where
+_WHERE = re.compile(r"^(?P<s>i|we)\s+(?P<verb>[a-z]+)\s+(?P<p>in|at)\s+(?P<v>.+)", re.IGNORECASE)
+_WHERE_VERBS = frozenset("meet work park train study sit shop stay eat practise practice rehearse gather".split())
+# "the launch is in May", "the party is on Friday": the value after the preposition
+_WHEN = re.compile(r"^(?:in|on|at)\s+(?P<v>.+)", re.IGNORECASE)
 _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
 _GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+is\s+(?P<v>.+)", re.IGNORECASE)
 _SKIP_START = ("if ", "when ", "whether ", "what ", "who ", "where ", "how ", "why ", "which ",
@@ -107,6 +120,10 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         return make(m["s"], m["p"].casefold(), m["v"])
     if m := _LIVE.search(clause):
         return make("I", "live in", m["v"])
+    if (m := _WHERE.match(clause.strip())) and m["verb"].casefold() in _WHERE_VERBS:
+        v = _clean_value(m["v"])
+        if v is not None and len(v.split()) <= 5:
+            return make("I" if m["s"].casefold() == "i" else "we", f"{m['verb'].casefold()} {m['p'].casefold()}", v)
     if m := _LIKE.search(clause):
         return make("I", m["p"].casefold(), m["v"])
     if m := _GENERIC.fullmatch(clause.strip()):
@@ -114,16 +131,39 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         subject_ok = s.casefold().startswith("the ") or _is_name(s)
         if v is not None and subject_ok and (_is_number(v) or _is_name(v)):
             return make(s, "is", v)
+        when = _WHEN.match(v or "")
+        if when and subject_ok and (_is_number(when["v"]) or _is_name(when["v"])):
+            p = make(s, "is", when["v"])  # the value without its preposition; the statement as said
+            return None if p is None else replace(p, statement=f"{p.subject} is {v}")
     return None
 
 
+def sentences(text: str) -> list[str]:
+    """`text` cut at sentence ends (. ! ? new line; not inside a number or after a title)."""
+    out, pos = [], 0
+    for m in _SENTENCE.finditer(text + "\n"):
+        if text[pos:m.start()].strip():
+            out.append(text[pos:m.end()].strip())
+        pos = m.end()
+    return out
+
+
+def claims_of(text: str, intent: str) -> list[FactProposal | None]:
+    """Each sentence's plain-words update (grm/policy/updates.py) if it states one, else its
+    clauses' claims."""
+    out: list[FactProposal | None] = []
+    for sentence in sentences(text):
+        update = parse_update(sentence, intent)
+        out.extend([update] if update is not None else [parse_clause(c, intent) for c in clauses(sentence)])
+    return out
+
+
 def parse_statement(text: str, intent: str = "inferred") -> list[FactProposal]:
-    """Every claim in `text`, one per clause; of a repeated single-valued (subject, predicate)
-    only the first."""
+    """Every claim in `text`, one per clause (or per sentence, for an update); of a repeated
+    single-valued (subject, predicate) only the first."""
     seen: set[tuple[str, ...]] = set()
     out = []
-    for clause in clauses(text):
-        p = parse_clause(clause, intent)
+    for p in claims_of(text, intent):
         if p is None:
             continue
         ident = p.key + ((norm(p.value),) if p.key[1] in MULTI_VALUED else ())

@@ -144,6 +144,9 @@ class FactProposal:
     expires_at: float | None = None  # None: never (volatile facts get the policy's TTL)
     mutable: bool = True
     pinned: bool = False
+    # a plain-words update (grm/policy/updates.py): the old value it says it replaces, "" when it
+    # says only that the value changed; None: not an update
+    replaces: str | None = None
 
     def __post_init__(self) -> None:
         for what in ("subject", "predicate", "value", "statement"):

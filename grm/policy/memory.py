@@ -169,7 +169,7 @@ class PolicyMemory:
         """Decide and write. `forced`: a correction or an approval (supersedes regardless of
         rank). `prior`: evidence the new node inherits (a review's proposing turn).
         `also_supersede`: nodes the caller replaces besides the contradicted ones."""
-        cand = Candidate(p.subject, p.predicate, p.value, scope, p.intent, valid_from, expires)
+        cand = Candidate(p.subject, p.predicate, p.value, scope, p.intent, valid_from, expires, p.replaces)
         facts = [f for f in self.ledger.active() if f.id not in exclude]
         d = decide(cand, facts, now, forced=forced)
         if d.action == "review":

@@ -17,14 +17,24 @@ A pure function (no store, no clock of its own), so every rule has a unit test:
    fact, goes to the review buffer and nothing is written to memory.
 6. `forced` (an explicit correction, an approved review) supersedes whatever it contradicts,
    except immutable facts, which the caller refuses before asking.
+7. A plain-words update (`replaces` set, grm/policy/updates.py: "I switched my bank from Chase
+   to Ally") is the user saying the old value no longer holds. It supersedes (reason "updated")
+   the one current fact it replaces: the fact of the same (subject, predicate) whose value is
+   the named old value, or, when the subject was worded differently ("the launch date" for "the
+   launch"), the one fact sharing a subject word whose value it names. Naming the old value
+   lets it replace facts up to user-asserted ones; an update that names none ("the wifi password
+   is different now: X") replaces only a fact it ranks at least as high as. Ambiguous updates
+   (several facts match, the named old value is not what memory holds, an immutable fact) go to
+   review; an update of nothing memory holds is a new fact.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank
+from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank, words
 
 ACTIONS = ("create", "reinforce", "supersede", "review")
 
@@ -40,6 +50,7 @@ class Candidate:
     intent: str
     valid_from: float
     expires_at: float | None
+    replaces: str | None = None  # a plain-words update: the old value as said ("" unnamed)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -66,9 +77,21 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
     retire = tuple(f.id for f in expired)
     retire_why = ("expired",) * len(expired)
     contra = [] if c.key[1] in MULTI_VALUED else current
+    if not contra and c.replaces:  # worded differently: the one fact holding the old value
+        contra = _holding(c, facts, now)
+        if len(contra) > 1:
+            return Decision("review", target=contra[0].id,
+                            reason=f"update of {c.replaces!r}: {len(contra)} facts hold it; which one?")
+        near = [] if contra else _holding(c, facts, now, any_value=True)
+        if near:
+            return Decision("review", target=near[0].id,
+                            reason=f"update says it replaces {c.replaces!r}; memory holds {near[0].value!r} "
+                                   f"for {near[0].subject!r}")
     if not contra:
         return Decision("create", supersede=retire, why=retire_why,
                         reason="replaces an expired fact" if retire else "new fact")
+    if c.replaces is not None:
+        return _update(c, contra, facts, now, retire, retire_why)
     locked = [f for f in contra if not f.mutable]
     if locked:
         return Decision("review", target=locked[0].id, reason=f"contradicts immutable fact {locked[0].id}")
@@ -79,3 +102,49 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
                         reason="correction" if forced else f"{c.intent} outranks {top.intent}")
     return Decision("review", target=top.id,
                     reason=f"contradicts {top.id} ({top.intent}); {c.intent} does not outrank it")
+
+
+_STOP = frozenset("my our the a an your their his her its i we".split())
+USER = rank("user-asserted")
+
+
+_LEAD = re.compile(r"^(?:(?:in|on|at|a|an|the)\s+)+")
+
+
+def _same_value(said: str, value: str) -> bool:
+    """The old value as said names `value` ("Denver" names "in Denver", "a Ford" names "Ford")."""
+    a, b = _LEAD.sub("", norm(said)), _LEAD.sub("", norm(value))
+    return bool(a) and a == b
+
+
+def _holding(c: Candidate, facts: Iterable[Fact], now: float, any_value: bool = False) -> list[Fact]:
+    """Current single-valued facts of c's scope and predicate holding the value c replaces
+    (`any_value`: any value), whose subject shares a content word with c's (an update that
+    words its subject differently)."""
+    mine = set(words(c.subject)) - _STOP
+    return [f for f in facts if f.state == "active" and f.scope == c.scope and not f.expired(now)
+            and f.key[1] == c.key[1] and f.key[1] not in MULTI_VALUED
+            and (any_value or _same_value(c.replaces or "", f.value))
+            and mine & (set(words(f.subject)) - _STOP)]
+
+
+def _update(c: Candidate, contra: list[Fact], facts: Iterable[Fact], now: float, retire: tuple[str, ...],
+            retire_why: tuple[str, ...]) -> Decision:
+    """Rule 7, for an update with current facts of its own (subject, predicate)."""
+    target = contra
+    if c.replaces:
+        target = [f for f in contra if _same_value(c.replaces, f.value)]
+        if not target:
+            return Decision("review", target=contra[0].id,
+                            reason=f"update says it replaces {c.replaces!r}, memory holds {contra[0].value!r}")
+    if len(target) > 1:
+        return Decision("review", target=target[0].id, reason=f"update matches {len(target)} facts; which one?")
+    old = target[0]
+    if not old.mutable:
+        return Decision("review", target=old.id, reason=f"update of immutable fact {old.id}")
+    limit = USER if c.replaces else rank(c.intent)
+    if rank(old.intent) > max(limit, rank(c.intent)):
+        return Decision("review", target=old.id, reason=f"update ({c.intent}) of a {old.intent} fact")
+    ids = tuple(f.id for f in contra)  # any other value of the claim goes too: the update says what holds now
+    return Decision("supersede", supersede=ids + retire, why=("updated",) * len(ids) + retire_why,
+                    reason=f"updated: {old.value} -> {c.value}")

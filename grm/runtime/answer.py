@@ -16,6 +16,9 @@ A request is answered in seven steps, each owned by one module:
              hits on its next request)
 The pipeline takes a narrow `Context` (model, dialect, memories, residency, config), never the
 whole Runtime. A fallback to no memory is never silent: it is logged and named in `fallback`.
+A question that what was routed (grafts) or selected (a section) holds nothing on abstains
+(grm/grafts/floor.py): the answer is the configured line, `abstained` is set, nothing is
+generated. Exact mode (a prompt given) never abstains.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ from grm.dialects import Dialect
 from grm.errors import UserInputError
 from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
+from grm.grafts.floor import DocumentFrequencies, ground
 from grm.kv import cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
 from grm.sections import SectionMemory
+from grm.store.kinds import BLOCK
 
 if TYPE_CHECKING:
     from grm.runtime.policy_glue import PolicyGlue
@@ -99,6 +104,7 @@ class Ready:
     # store_prompt: (parent fingerprint, seat, text, ids) of each run that becomes a chain block
     blocks_to_store: list[tuple[str, int, str, list[int]]] = field(default_factory=list)
     prefix: Prefix | None = None  # exact mode: what memory served of the prompt
+    abstained: bool = False  # nothing routed holds anything on the question: say so, generate nothing
 
 
 # ----- 1-4: route, plan, load, arena, per mode --------------------------------------------------
@@ -146,6 +152,9 @@ def plan_sections(ctx: Context, question: str, mode: str, max_new: int) -> Ready
     hits = ctx.sections.select(question, k=1)
     if not hits:
         return None
+    if abstains(ctx, question, [h.record.text or "" for h in hits]):
+        return Ready(Arena(new_cache(), 0), [], mode, [block_mount(h.record, score=h.score) for h in hits],
+                     abstained=True)
     q_ids = ctx.lm.tokenizer.encode(question_text(question))
     sinks = ctx.exact.sinks()
     mounts = []
@@ -184,6 +193,9 @@ def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
     """[sinks | the top routed grafts, least relevant first | question]. Composed grafts never
     attended to each other, so the answer is not an exact hit (lossy) once two are mounted."""
     routed = route_grafts(ctx, question)
+    if ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(question, routed).abstain:
+        return Ready(Arena(new_cache(), 0), [], "grafts", [graft_mount(r) for r in routed], routed=routed,
+                     abstained=True)
     if not routed:
         return None
     mounts = mount_routed(ctx, routed)
@@ -193,6 +205,16 @@ def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
     arena = build(ctx.lm.model, ctx.dialect, sinks, mounts, repair=ctx.config.repair)
     lossy = len(routed) > 1 or any(r.graft.id in ctx.grafts.lossy_ids for r in routed)
     return Ready(arena, [q_ids], "grafts", [graft_mount(r) for r in routed], lossy=lossy, routed=routed)
+
+
+def abstains(ctx: Context, question: str, texts: list[str]) -> bool:
+    """Whether the selected sections hold nothing on `question` (grm/grafts/floor.py), document
+    frequencies over the stored sections."""
+    floor = ctx.grafts.config.abstain_floor
+    if floor <= 0:
+        return False
+    sections = (r.text or "" for r in ctx.exact.store.children(ctx.exact.tenant, BLOCK, ctx.exact.sink_fp))
+    return ground(question, texts, DocumentFrequencies(sections), floor).abstain
 
 
 def graft_mount(r: Routed) -> dict:
@@ -263,7 +285,15 @@ def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str,
 
 
 def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
-    """Steps 5-7 for `ask`: the Answer the API and `--json` report."""
+    """Steps 5-7 for `ask`: the Answer the API and `--json` report. An abstaining plan generates
+    nothing: the answer is the configured line, streamed as one piece."""
+    if ready.abstained:
+        line = ctx.config.abstain_line
+        if gen.on_token is not None:
+            gen.on_token(line)
+        t = time.perf_counter() - t0
+        return Answer(answer=line, mode=ready.mode, ttft_s=t, total_s=t, prompt_tokens=0, tokens_from_memory=0,
+                      tokens_computed=0, mounted=ready.mounted, abstained=True)
     out = run(ctx, ready, gen, t0)
     from_memory = ready.arena.from_memory
     return Answer(

@@ -9,6 +9,7 @@ from pathlib import Path
 from grm.errors import UserInputError
 from grm.models import DEFAULT_MODEL
 from grm.models.placement import check_names
+from grm.grafts.floor import ABSTAIN_LINE, DEFAULT_FLOOR
 from grm.route import CHANNELS
 from grm.store.config import DURABILITY_MODES
 from grm.store.opener import is_redis
@@ -55,6 +56,10 @@ class RuntimeConfig:
     seat_budget: int = 1536  # seats of mounted grafts per question or turn
     repair: int = 0  # boundary repair: recompute the first N tokens of each mounted graft in context
     channel: str = "combined"  # graft routing channel: combined | lexical | dense
+    # abstention (grm/grafts/floor.py): a question routed memory holds nothing on is answered with
+    # `abstain_line` ("abstained": true), not generated; 0 turns it off
+    abstain_floor: float = DEFAULT_FLOOR
+    abstain_line: str = ABSTAIN_LINE
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
 
@@ -86,4 +91,6 @@ class RuntimeConfig:
             raise UserInputError("device budget must be >= 0 bytes, seat budget >= 1, repair >= 0 tokens")
         if self.channel not in CHANNELS:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
+        if not 0 <= self.abstain_floor <= 1 or not self.abstain_line.strip():
+            raise UserInputError("abstain floor must be in [0, 1] and the abstain line not empty")
         check_names(self.device, self.dtype)  # a CUDA device that is not there: ModelError at load

@@ -4,8 +4,9 @@
   (kind "fact"), so a fact is routed and mounted like any memory.
 - What routing must not mount: grafts of facts that are no longer live (superseded, forgotten,
   expired), evidence turns whose every fact was superseded or forgotten (stale evidence: it would
-  contradict the fact that replaced it; still reachable by `why` and descent), and folded
-  (retired) turns and digests.
+  contradict the fact that replaced it; still reachable by `why` and descent), turns and digests
+  holding a value memory no longer holds (a question answered with the old locker code before
+  the correction; grm/policy/stale.py), and folded (retired) turns and digests.
 - Folding: `fold_pending` over the chat's evidence turns; each digest or era it writes gets a
   graft (kind "digest"); its sources retire from routing.
 - Descent: a routed digest or era is expanded to its best-matching source turns.
@@ -24,6 +25,7 @@ from grm.grafts import Graft, Routed
 from grm.kv import cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
 from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory
+from grm.policy.stale import stale_text, stale_values
 from grm.route import LexicalConfig, search
 from grm.store.kinds import GRAFT
 
@@ -88,11 +90,14 @@ class PolicyGlue:
                 if f.graft and f.graft not in live_grafts:
                     out.add(f.graft)
         stale = dead_evidence - live_evidence
-        if stale:
-            for g in self.ctx.grafts.grafts(kind="evidence"):
+        old_values = stale_values(self.policy.ledger.nodes(), live, now)  # truth wins ties
+        if stale or old_values:
+            for g in self.ctx.grafts.grafts():
                 meta = g.record.meta
-                if evidence_id(meta.get("session", ""), int(meta.get("turn", 0))) in stale:
+                if g.kind == "evidence" and evidence_id(meta.get("session", ""), int(meta.get("turn", 0))) in stale:
                     out.add(g.id)
+                elif g.kind in ("evidence", "digest") and stale_text(g.text, old_values):
+                    out.add(g.id)  # holds a value memory no longer holds (grm/policy/stale.py)
         for g in self.ctx.grafts.grafts(kind="fact"):
             if g.id not in live_grafts:
                 out.add(g.id)

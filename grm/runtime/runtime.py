@@ -52,7 +52,8 @@ class Runtime:
         self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
         self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
-                                                          channel=config.channel), archive=self.archive)
+                                                          channel=config.channel,
+                                                          abstain_floor=config.abstain_floor), archive=self.archive)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)
         self._glue: PolicyGlue | None = None  # the tenant's one policy plane (built on first use)

@@ -1,0 +1,340 @@
+"""Fidelity of memory's answers: plain-words updates, staleness after corrections, abstention.
+
+Every part runs a memory chat on one store with the live context cleared every turn (anything
+older than the turn comes back only through memory), default flags, plain questions, and puts
+the in-context ceiling beside it: the very same turns read as text in context, in order, then
+the question (memory off, nothing mounted).
+
+- updates: a fact said plainly ("My bank is Chase."), later changed without the command grammar
+  ("I switched my bank from Chase to Ally."), then asked ("Which bank am I with?" is not used:
+  the questions are plain "What is my bank?" forms). Pass: the answer holds the new value and
+  not the old one. Also counted: whether the policy plane superseded the fact (extraction).
+  TUNE: the phrasings the update rules (grm/policy/updates.py) were written against;
+  HELD-OUT: phrasings written afterwards and not used to change the rules.
+- corrections: 10 `correct memory: X => Y` phrasings. Each fact is said, asked once (the answer,
+  holding the old value, becomes a turn in memory: the issue's case), corrected, then asked again
+  after small talk. Counted: stale values served (the old value in the answer; target 0).
+- abstention: 16 facts said in chat; then 40 questions: 20 answerable (plain and paraphrased),
+  20 about things never said. The floor (grm/grafts/floor.py) is calibrated on the TUNE half
+  and reported on the HELD-OUT half with the calibrated floor and with the shipped default; the
+  held-out questions are also asked in the chat itself, end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import run_cli, write_results  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+SMALL_TALK = ["Good morning! How are you today?", "The weather has been really grey this week.",
+              "I just finished reading a long novel about sailors.", "What makes a good cup of coffee?"]
+
+# (first statement, plain-words update, question, old value, new value)
+UPDATES = {
+    "tune": [
+        ("The launch is in May.", "The launch slipped from May to June.", "When is the launch?", "May", "June"),
+        ("My bank is Chase.", "I switched my bank from Chase to Ally.", "What is my bank?", "Chase", "Ally"),
+        ("The wifi password is Swordfish.", "The wifi password is different now: Bluebird7.",
+         "What is the wifi password?", "Swordfish", "Bluebird7"),
+        ("We meet in room 4.", "We no longer meet in room 4, it's room 9.", "Where do we meet?", "room 4", "room 9"),
+        ("My dentist is Dr. Okafor.", "My dentist changed to Dr. Lindqvist.", "Who is my dentist?",
+         "Okafor", "Lindqvist"),
+        ("My locker code is 3141.", "My locker code is now 2718.", "What is my locker code?", "3141", "2718"),
+        ("The team lead is Marta.", "The new team lead is Bruno.", "Who is the team lead?", "Marta", "Bruno"),
+        ("My gym is Ironworks.", "I moved my gym from Ironworks to Pulse.", "What is my gym?", "Ironworks", "Pulse"),
+        ("Our office is in Denver.", "Our office moved from Denver to Austin.", "Where is our office?",
+         "Denver", "Austin"),
+        ("The gate code is 5521.", "The gate code is no longer 5521, it's 8830.", "What is the gate code?",
+         "5521", "8830"),
+        ("My phone number is 555-0142.", "I changed my phone number to 555-0199.", "What is my phone number?",
+         "555-0142", "555-0199"),
+        ("I work at Globex.", "I no longer work at Globex, now at Initech.", "Where do I work?", "Globex", "Initech"),
+    ],
+    "held_out": [
+        ("The deadline is on Friday.", "The deadline moved from Friday to Monday.", "When is the deadline?",
+         "Friday", "Monday"),
+        ("My doctor is Dr. Haddad.", "I switched my doctor from Dr. Haddad to Dr. Nakamura.", "Who is my doctor?",
+         "Haddad", "Nakamura"),
+        ("The alarm code is 4096.", "The alarm code changed: it's 7310.", "What is the alarm code?", "4096", "7310"),
+        ("We train at Riverside Park.", "We no longer train at Riverside Park; we now train at Elm Field.",
+         "Where do we train?", "Riverside", "Elm Field"),
+        ("My landlord is Mr. Pryce.", "My landlord is Mrs. Abara now, not Mr. Pryce.", "Who is my landlord?",
+         "Pryce", "Abara"),
+        ("The project manager is Ingrid.", "The project manager is Tomas instead of Ingrid.",
+         "Who is the project manager?", "Ingrid", "Tomas"),
+        ("My bike lock code is 1357.", "My bike lock code has changed to 8642.", "What is my bike lock code?",
+         "1357", "8642"),
+        ("The concert is on Saturday.", "The concert got pushed from Saturday to Sunday.", "When is the concert?",
+         "Saturday", "Sunday"),
+        ("My mechanic is Dario.", "I replaced my mechanic: my new mechanic is Yusuf.", "Who is my mechanic?",
+         "Dario", "Yusuf"),
+        ("Our meeting room is B12.", "Our meeting room is different now: C7.", "What is our meeting room?",
+         "B12", "C7"),
+        ("My car insurer is Geico.", "I changed my car insurer from Geico to Allstate.", "Who is my car insurer?",
+         "Geico", "Allstate"),
+        ("The school bus number is 42.", "The school bus number went from 42 to 17.", "What is the school bus number?",
+         "42", "17"),
+    ],
+}
+
+# (statement, question, `correct memory:` line, old value, new value)
+CORRECTIONS = [
+    ("My locker code is 1234.", "What is my locker code?", "correct memory: locker code 1234 => 5678", "1234", "5678"),
+    ("My dog is Rex.", "What is my dog's name?", "correct memory: my dog => my dog is Max", "Rex", "Max"),
+    ("The door code is 4471.", "What is the door code?", "correct memory: door code => 9902", "4471", "9902"),
+    ("My sister is Alice.", "Who is my sister?", 'correct memory: "my sister is Alice" => my sister is Beatrice',
+     "Alice", "Beatrice"),
+    ("My flight is BA117.", "What is my flight?", "correct memory: flight BA117 => BA2490", "BA117", "BA2490"),
+    ("The parking spot is 31.", "What is the parking spot?", "correct memory: parking spot => 58", "31", "58"),
+    ("My pin is 0042.", "What is my pin?", "correct memory: my pin is 0042 => my pin is 7713", "0042", "7713"),
+    ("My hotel is the Marlowe.", "What is my hotel?", "correct memory: hotel Marlowe => the Kestrel", "Marlowe",
+     "Kestrel"),
+    ("My manager is Priya.", "Who is my manager?", "correct memory: manager => Oskar", "Priya", "Oskar"),
+    ("My seat is 14C.", "What is my seat?", "correct memory: seat 14C => 22A", "14C", "22A"),
+]
+
+FACTS = ["My locker code is 4721.", "My cat is Pepper.", "My dentist is Dr. Okafor.", "The wifi password is Heron88.",
+         "My sister lives in Lisbon.", "My car is a blue Volvo.", "Our anniversary is on June 12.",
+         "My passport number is X4491.", "The garage code is 8305.", "My favorite tea is oolong.",
+         "My brother is Tobias.", "Our plumber is Halvorsen.", "My bike is a Brompton.",
+         "The book club meets at the Corner Cafe.", "My blood type is O negative.", "My boss is Ms. Adeyemi."]
+# (question, expected value or None when memory holds nothing on it)
+QUESTIONS = {
+    "tune": [
+        ("What is my locker code?", "4721"), ("What is my cat's name?", "Pepper"), ("Who is my dentist?", "Okafor"),
+        ("What is the wifi password?", "Heron88"), ("Where does my sister live?", "Lisbon"),
+        ("What car do I drive?", "Volvo"), ("When is our anniversary?", "June 12"),
+        ("What is my passport number?", "X4491"), ("Which code opens the garage?", "8305"),
+        ("What tea do I like best?", "oolong"),
+        ("What is my mother's maiden name?", None), ("What is my dog's name?", None),
+        ("What is my social security number?", None), ("Where does my cousin work?", None),
+        ("What is my daughter's birthday?", None), ("What is the alarm code for my office?", None),
+        ("Who is my accountant?", None), ("What is my favorite movie?", None),
+        ("What is my shoe size?", None), ("Where did I park my scooter?", None),
+    ],
+    "held_out": [
+        ("Who is my brother?", "Tobias"), ("Who is our plumber?", "Halvorsen"), ("What bike do I ride?", "Brompton"),
+        ("Where does the book club meet?", "Corner Cafe"), ("What is my blood type?", "O negative"),
+        ("Who is my boss?", "Adeyemi"), ("What is the code of my locker?", "4721"),
+        ("What is my cat called?", "Pepper"), ("What's the password for the wifi?", "Heron88"),
+        ("What number is on my passport?", "X4491"),
+        ("What is my grandmother's name?", None), ("What is my gym membership number?", None),
+        ("Who is my landlord?", None), ("What is my license plate?", None), ("Where is my spare key?", None),
+        ("What is my email password?", None), ("Which school does my son attend?", None),
+        ("What is my insurance policy number?", None), ("Who is my veterinarian?", None),
+        ("What is the name of my boat?", None),
+    ],
+}
+ABSTAIN_WORDS = ("don't have anything in memory", "do not know", "don't know", "not sure", "no information")
+
+
+def has(answer: str, value: str) -> bool:
+    return value.casefold() in answer.casefold()
+
+
+def in_context(rt, turns: list[tuple[str, str]], question: str) -> str:
+    """The ceiling: the same turns read as text in context, in order, then the question."""
+    from grm.runtime.chat import TURN_END, TURN_PROMPT, TURN_STOPS
+
+    text = "".join(TURN_PROMPT.format(text=u) + " " + a.strip() + TURN_END for u, a in turns)
+    return rt.ask(text + TURN_PROMPT.format(text=question), memory=False, chat=True, stop=TURN_STOPS).answer.strip()
+
+
+def live_value(chat, new: str) -> bool:
+    return any(has(f.value, new) for f in chat.glue.policy.facts())
+
+
+def updates(rt, split: str) -> dict:
+    items = UPDATES[split]
+    chat = rt.chat(clear_context=True)
+    first = [chat.send(s) for s, *_ in items]
+    chat.send(SMALL_TALK[0])
+    second = [chat.send(u) for _, u, *_ in items]
+    chat.send(SMALL_TALK[1])
+    rows = []
+    for i, (s, u, q, old, new) in enumerate(items):
+        r = chat.send(q)
+        ceiling = in_context(rt, [(s, first[i].answer), (u, second[i].answer)], q)
+        rows.append({"statement": s, "update": u, "question": q, "old": old, "new": new, "answer": r.answer,
+                     "latest": has(r.answer, new) and not has(r.answer, old), "stale": has(r.answer, old),
+                     "superseded": live_value(chat, new), "abstained": r.abstained,
+                     "in_context": ceiling, "in_context_latest": has(ceiling, new) and not has(ceiling, old)})
+    reviews = [it.line() for it in chat.glue.policy.reviews.pending()]
+    return {"split": split, "rows": rows, "latest": sum(r["latest"] for r in rows),
+            "superseded": sum(r["superseded"] for r in rows), "stale": sum(r["stale"] for r in rows),
+            "in_context_latest": sum(r["in_context_latest"] for r in rows), "n": len(rows), "reviews": reviews}
+
+
+def corrections(rt) -> dict:
+    chat = rt.chat(clear_context=True)
+    said = [chat.send(s) for s, *_ in CORRECTIONS]
+    asked = [chat.send(q) for _, q, *_ in CORRECTIONS]
+    fixed = [chat.send(c) for _, _, c, *_ in CORRECTIONS]
+    for line in SMALL_TALK:
+        chat.send(line)
+    rows = []
+    for i, (s, q, c, old, new) in enumerate(CORRECTIONS):
+        r = chat.send(q)
+        turns = [(s, said[i].answer), (q, asked[i].answer), (c, fixed[i].answer)]
+        ceiling = in_context(rt, turns, q)
+        rows.append({"correction": c, "question": q, "first_answer": asked[i].answer, "old_in_first": has(asked[i].answer, old),
+                     "command": fixed[i].answer, "answer": r.answer, "stale": has(r.answer, old), "new": has(r.answer, new),
+                     "mounted": r.why, "in_context": ceiling, "in_context_stale": has(ceiling, old),
+                     "in_context_new": has(ceiling, new)})
+    return {"rows": rows, "stale": sum(r["stale"] for r in rows), "new": sum(r["new"] for r in rows),
+            "old_in_first": sum(r["old_in_first"] for r in rows), "in_context_stale": sum(r["in_context_stale"] for r in rows),
+            "in_context_new": sum(r["in_context_new"] for r in rows), "n": len(rows)}
+
+
+def calibrate(points: list[tuple[float, bool, bool]]) -> float:
+    """The floor for (support, identifier found, answerable) points: the one that abstains on the
+    most unanswerable questions while abstaining on at most 5% of answerable ones (ties: the
+    lowest such floor, midway between neighbouring supports)."""
+    values = sorted({round(s, 4) for s, _, _ in points} | {0.0, 1.0})
+    cands = [0.0] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [1.0]
+    best, best_key = 0.0, (-1, 0)
+    n_ans = max(1, sum(a for *_, a in points))
+    for f in cands:
+        abst = [s < f and not ident for s, ident, _ in points]
+        false = sum(x and a for x, (*_, a) in zip(abst, points))
+        good = sum(x and not a for x, (*_, a) in zip(abst, points))
+        if false / n_ans <= 0.05 and (good, -f) > best_key:
+            best, best_key = f, (good, -f)
+    return round(best, 3)
+
+
+def abstention(rt) -> dict:
+    from grm.grafts.floor import DEFAULT_FLOOR, asks_memory
+    from grm.runtime.answer import route_grafts
+
+    chat = rt.chat(clear_context=True)
+    said = [(f, chat.send(f).answer) for f in FACTS]
+    points = {}
+    for split, qs in QUESTIONS.items():
+        points[split] = []
+        for q, want in qs:
+            g = rt.grafts.grounding(q, route_grafts(rt.ctx, q), floor=0.0)
+            points[split].append({"question": q, "answerable": want is not None, "support": round(g.support, 4),
+                                  "identifiers": list(g.identifiers), "missing": list(g.missing),
+                                  "asks_memory": asks_memory(q)})
+    floor = calibrate([(p["support"], bool(p["identifiers"]), p["answerable"]) for p in points["tune"]])
+
+    def rates(split: str, f: float) -> dict:
+        ps = points[split]
+        abst = [p["support"] < f and not p["identifiers"] for p in ps]
+        ans = [a for a, p in zip(abst, ps) if p["answerable"]]
+        una = [a for a, p in zip(abst, ps) if not p["answerable"]]
+        return {"floor": f, "false_abstain": sum(ans), "answerable": len(ans), "abstain_unanswerable": sum(una),
+                "unanswerable": len(una)}
+
+    rows = []
+    for q, want in QUESTIONS["held_out"]:  # end to end: the chat itself, shipped default floor
+        r = chat.send(q)
+        grafts = rt.ask(q, mode="grafts", max_new_tokens=16)
+        ceiling = in_context(rt, said, q)
+        rows.append({"question": q, "want": want, "answer": r.answer, "abstained": r.abstained,
+                     "right": want is not None and has(r.answer, want), "grafts_abstained": grafts.abstained,
+                     "in_context": ceiling, "in_context_right": want is not None and has(ceiling, want),
+                     "in_context_declined": any(w in ceiling.casefold() for w in ABSTAIN_WORDS)})
+    ans = [r for r in rows if r["want"] is not None]
+    una = [r for r in rows if r["want"] is None]
+    return {"points": points, "calibrated_floor": floor, "default_floor": DEFAULT_FLOOR,
+            "tune": rates("tune", floor), "held_out": rates("held_out", floor),
+            "held_out_default": rates("held_out", DEFAULT_FLOOR), "chat_rows": rows,
+            "chat": {"false_abstain": sum(r["abstained"] for r in ans), "answerable": len(ans),
+                     "right": sum(r["right"] for r in ans), "in_context_right": sum(r["in_context_right"] for r in ans),
+                     "abstain_unanswerable": sum(r["abstained"] for r in una), "unanswerable": len(una),
+                     "grafts_abstain_unanswerable": sum(r["grafts_abstained"] for r in una),
+                     "grafts_false_abstain": sum(r["grafts_abstained"] for r in ans),
+                     "in_context_declined": sum(r["in_context_declined"] for r in una)}}
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / max(b, 1):.0f}%)"
+
+
+def _table(res: dict) -> list[str]:
+    out = ["SmolLM2-135M fp32 (default flags), greedy, plain questions, every memory chat with the live context "
+           "cleared every turn. In context = the same turns read as text, in order, then the question (memory off).",
+           "", "## Plain-words updates", "",
+           "| split | latest value (memory) | latest value (in context) | fact superseded by the rules | stale value served |",
+           "|---|---|---|---|---|"]
+    for u in res["updates"]:
+        out.append(f"| {u['split']} | {_pct(u['latest'], u['n'])} | {_pct(u['in_context_latest'], u['n'])} | "
+                   f"{_pct(u['superseded'], u['n'])} | {u['stale']} |")
+    out += ["", "TUNE: the phrasings grm/policy/updates.py was written against; HELD-OUT: written after, not used "
+            "to change the rules.", "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
+    for u in res["updates"]:
+        for r in u["rows"]:
+            out.append(f"| {u['split']} | {r['update']} | {r['question']} | {'ok' if r['latest'] else 'NO'} "
+                       f"{r['answer'][:40]!r} | {'ok' if r['in_context_latest'] else 'NO'} {r['in_context'][:40]!r} |")
+    c = res["corrections"]
+    out += ["", "## Corrections (`correct memory:`, 10 phrasings)", "",
+            f"Stale values served after the correction: **{c['stale']}/{c['n']}** in memory "
+            f"({c['in_context_stale']}/{c['n']} in context); new value answered: {c['new']}/{c['n']} in memory, "
+            f"{c['in_context_new']}/{c['n']} in context. The question asked before the correction held the old value "
+            f"in {c['old_in_first']}/{c['n']} answers (those turns are in memory).", "",
+            "| correction | answer after | in context |", "|---|---|---|"]
+    for r in c["rows"]:
+        out.append(f"| `{r['correction']}` | {'STALE ' if r['stale'] else ''}{r['answer'][:40]!r} | "
+                   f"{'STALE ' if r['in_context_stale'] else ''}{r['in_context'][:40]!r} |")
+    a = res["abstention"]
+    ch = a["chat"]
+    out += ["", "## Abstention", "",
+            f"16 facts said in chat; 20 questions per split (10 answerable, 10 never said). Floor calibrated on "
+            f"TUNE: {a['calibrated_floor']}; shipped default (grm/grafts/floor.py DEFAULT_FLOOR): {a['default_floor']}.", "",
+            "| split (floor) | unanswerable abstained | answerable abstained (false) |", "|---|---|---|"]
+    for name, key in (("tune (calibrated)", "tune"), ("HELD-OUT (calibrated)", "held_out"),
+                      ("HELD-OUT (default)", "held_out_default")):
+        r = a[key]
+        out.append(f"| {name} {r['floor']} | {_pct(r['abstain_unanswerable'], r['unanswerable'])} | "
+                   f"{_pct(r['false_abstain'], r['answerable'])} |")
+    out += ["", "HELD-OUT, end to end (the chat and `ask --mode grafts`, default floor) beside the in-context ceiling:", "",
+            "| | memory (chat) | grafts mode | in context |", "|---|---|---|---|",
+            f"| unanswerable: said memory holds nothing | {_pct(ch['abstain_unanswerable'], ch['unanswerable'])} | "
+            f"{_pct(ch['grafts_abstain_unanswerable'], ch['unanswerable'])} | "
+            f"{_pct(ch['in_context_declined'], ch['unanswerable'])} (declined; it never abstains by design) |",
+            f"| answerable: abstained (false) | {_pct(ch['false_abstain'], ch['answerable'])} | "
+            f"{_pct(ch['grafts_false_abstain'], ch['answerable'])} | - |",
+            f"| answerable: right | {_pct(ch['right'], ch['answerable'])} | - | {_pct(ch['in_context_right'], ch['answerable'])} |",
+            "", "| question | support | memory (chat) | in context |", "|---|---|---|---|"]
+    sup = {p["question"]: p["support"] for p in a["points"]["held_out"]}
+    for r in a["chat_rows"]:
+        out.append(f"| {r['question']} ({'answerable' if r['want'] else 'never said'}) | {sup[r['question']]} | "
+                   f"{r['answer'][:40]!r} | {r['in_context'][:40]!r} |")
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    import torch
+
+    from grm.runtime import Runtime
+
+    threads = args.threads or 1
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    res: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24) as rt:
+            res["updates"] = [updates(rt.for_tenant(split), split) for split in UPDATES]
+        print("updates done", file=sys.stderr)
+        with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24) as rt:
+            res["corrections"] = corrections(rt)
+        print("corrections done", file=sys.stderr)
+        with Runtime.open(store=tmp / "abstention", model=args.model, threads=threads, max_new_tokens=24) as rt:
+            res["abstention"] = abstention(rt)
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    write_results("fidelity", res, _table(res), f"grm bench fidelity --threads {threads}", quick=args.quick)
+    print("\n".join(_table(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

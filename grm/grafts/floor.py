@@ -1,0 +1,147 @@
+"""Abstention: whether what was routed for a question holds anything on it (model-free).
+
+Routing always ranks something first; the score it ranks by (BM25 plus a dense re-rank, each
+relative to the best candidate) says which memory is closest, not whether any is close. The
+floor asks instead: how much of the question does the routed text cover, weighted by how rare
+each of its words is in this store? `support` is the inverse-document-frequency mass of the
+question's content words (function words dropped, plurals and possessives folded) found in the
+routed texts, over the mass of all of them, the words of its noun phrases ("my cat", "the
+wifi password") weighing 4x the rest ("called", "ride": how it is asked); document frequencies come from the store's own
+routable texts, so a word every memory holds ("code" in a store of codes) counts for little and
+a word no memory holds (a name never stored) counts the most. The questions of a chat turn's
+user line ("User: What is ...?") are not evidence and are left out.
+
+A question abstains when nothing was routed, or when support is under the floor and none of its
+identifiers (numbers, names: grm/route/lexical.identifiers) was found in a routed text. The
+floor is calibrated on a tuning split of bench/fidelity.py and reported on a held-out one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from grm.route.lexical import _STOP, _WORD, identifiers
+
+DEFAULT_FLOOR = 0.5  # calibrated: bench/results/fidelity.md (tuning split)
+ABSTAIN_LINE = "I don't have anything in memory about that."
+OTHER_WEIGHT = 0.25  # a content word outside the question's noun phrases ("ride", "opens") weighs this much
+_DETERMINERS = frozenset("my our the what which whose your their his her".split())
+_QUESTION_SENTENCE = re.compile(r"[^.!?\n]*\?")
+_ASK = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how|do|does|did|is|are|was|were|can|could|"
+                  r"would|will|have|has|tell me|remind me)\b", re.IGNORECASE)
+_PERSONAL = re.compile(r"\b(?:my|our|mine|ours)\b|\b(?:where|when|who|which|what)\b.*\b(?:do|did|does|am|are|"
+                       r"were|was|have|had|should|will)\s+(?:i|we)\b", re.IGNORECASE)
+
+
+def stem(word: str) -> str:
+    """The comparison form of a content word: case-folded, possessive and plural folded."""
+    w = word.casefold().replace("’", "'")
+    w = w[:-2] if w.endswith("'s") else w.rstrip("'")
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        return w[:-1]
+    return w
+
+
+def terms(text: str) -> set[str]:
+    """Content words of `text` (stemmed; function words dropped)."""
+    return {stem(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and w.strip("'-")}
+
+
+def declarative(text: str) -> str:
+    """`text` without the questions of its chat turns' user lines ("User: What is my code?":
+    asking about a thing is not evidence of it). A document's questions stay (an FAQ's answer
+    follows its question)."""
+    if "User:" not in text:
+        return text
+    return "\n".join(_QUESTION_SENTENCE.sub(" ", ln) if ln.lstrip().startswith("User:") else ln
+                     for ln in text.split("\n"))
+
+
+def asks_memory(text: str) -> bool:
+    """A chat line is a question about the user's own memory: a question with "my"/"our", or
+    "where/when/who ... do|did we|I". "How do I keep plants alive?", "Who was Napoleon?" and
+    small talk are left to the model."""
+    t = text.strip()
+    question = t.endswith("?") or _ASK.match(t) is not None
+    return question and _PERSONAL.search(t) is not None
+
+
+class DocumentFrequencies:
+    """Document frequencies of content words over one store's routable texts."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.n = 0
+        self.df: dict[str, int] = {}
+        for text in texts:
+            self.n += 1
+            for t in terms(declarative(text)):
+                self.df[t] = self.df.get(t, 0) + 1
+
+    def idf(self, term: str) -> float:
+        """BM25's inverse document frequency (>= 0; a word no text holds gets the most)."""
+        df = self.df.get(term, 0)
+        return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """Whether memory holds anything on a question, and why."""
+
+    support: float  # share of the question's IDF-weighted content words found in the routed texts
+    identifiers: tuple[str, ...]  # the question's names/numbers found in a routed text
+    missing: tuple[str, ...]  # the question's content words no routed text holds
+    abstain: bool
+
+    def to_json(self) -> dict:
+        return {"support": round(self.support, 4), "identifiers": list(self.identifiers),
+                "missing": list(self.missing), "abstain": self.abstain}
+
+
+def topic_terms(question: str) -> set[str]:
+    """The words of the question's noun phrases: those after my/our/the/what/which/whose up to
+    the next function word, past participles dropped ("What is my cat called?" -> cat, "What
+    bike do I ride?" -> bike). What the question is about weighs more than how it is asked."""
+    out: set[str] = set()
+    on = False
+    for w in _WORD.findall(question):
+        low = w.casefold()
+        if low in _DETERMINERS:
+            on = True
+        elif low in _STOP:
+            on = False
+        elif on and not (len(low) > 4 and low.endswith("ed")):
+            out.add(stem(w))
+    return out
+
+
+def support(question: str, texts: Sequence[str], freq: DocumentFrequencies) -> tuple[float, tuple[str, ...]]:
+    """(support, the content words not found) of `question` in `texts` (see the module docstring).
+    A question without content words ("what is it?") is supported by anything routed."""
+    want = terms(question)
+    if not want:
+        return (1.0 if texts else 0.0), ()
+    topic = topic_terms(question) & want or want
+    have: set[str] = set()
+    for text in texts:
+        have |= terms(declarative(text))
+
+    def weight(t: str) -> float:
+        return freq.idf(t) * (1.0 if t in topic else OTHER_WEIGHT)
+
+    total = sum(weight(t) for t in want) or 1.0
+    missing = tuple(sorted(want - have))
+    return sum(weight(t) for t in want & have) / total, missing
+
+
+def ground(question: str, texts: Sequence[str], freq: DocumentFrequencies, floor: float) -> Grounding:
+    """Grounding of `question` in the routed `texts`; `floor` 0 never abstains on routed text."""
+    value, missing = support(question, texts, freq)
+    found = tuple(i for i in identifiers(question)
+                  if any(re.search(rf"(?<![\w]){re.escape(i)}(?![\w])", declarative(t)) for t in texts))
+    abstain = not texts or (value < floor and not found)
+    return Grounding(value, found, missing, abstain)

@@ -1,0 +1,62 @@
+"""The abstention floor (grm/grafts/floor.py), model-free.
+
+Expectations:
+1. Support is the IDF-weighted share of the question's content words the routed text holds:
+   1.0 when it holds them all, 0.0 when none, a word every text holds weighing less than a rare one.
+2. The question of a chat turn's user line is not evidence; a document's questions are.
+3. A question abstains when nothing was routed, or support is under the floor and none of its
+   names/numbers was found; an identifier found keeps it.
+4. Only questions about the user's own memory are candidates in chat.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grm.grafts.floor import DocumentFrequencies, asks_memory, declarative, ground, stem, support
+
+STORE = ["User: My locker code is 4721.\nAssistant: Noted.\n\n", "User: My cat is Pepper.\nAssistant: Nice.\n\n",
+         "User: The garage code is 8305.\nAssistant: Ok.\n\n", "User: What is my sister's name?\nAssistant: Anna.\n\n"]
+FREQ = DocumentFrequencies(STORE)
+
+
+def test_support_is_the_weighted_share_of_the_question_held():
+    assert support("What is my locker code?", [STORE[0]], FREQ)[0] == pytest.approx(1.0)
+    assert support("What is my shoe size?", [STORE[0]], FREQ)[0] == 0.0
+    locker, missing = support("What is the locker number?", [STORE[0]], FREQ)
+    assert 0 < locker < 1 and missing == ("number",)
+    # "code" is in two of four texts, "garage" in one: the garage text covers more of the question
+    garage = support("What is the garage code?", [STORE[2]], FREQ)[0]
+    only_code = support("What is the garage code?", [STORE[0]], FREQ)[0]
+    assert garage == pytest.approx(1.0) and only_code < 0.5
+
+
+def test_a_turns_question_is_not_evidence_but_a_documents_is():
+    assert "sister" not in declarative(STORE[3]) and "Anna" in declarative(STORE[3])
+    assert support("What is my sister's name?", [STORE[3]], FREQ)[0] < 0.5
+    faq = "What is the refund window? Thirty days."
+    assert declarative(faq) == faq
+
+
+def test_grounding_abstains_below_the_floor_unless_an_identifier_is_found():
+    assert ground("What is my locker code?", [], FREQ, 0.5).abstain  # nothing routed
+    assert not ground("What is my locker code?", [STORE[0]], FREQ, 0.5).abstain
+    g = ground("What is my shoe size?", [STORE[0]], FREQ, 0.5)
+    assert g.abstain and g.to_json()["missing"] == ["shoe", "size"]
+    held = ground("Who owns the code 4721 again?", [STORE[0]], FREQ, 0.99)
+    assert not held.abstain and held.identifiers == ("4721",)
+    assert not ground("What is my shoe size?", [STORE[0]], FREQ, 0.0).abstain  # floor 0: never on routed text
+
+
+@pytest.mark.parametrize("text, want", [
+    ("What is my locker code?", True), ("Where do we meet on Tuesdays?", True), ("who is our plumber", True),
+    ("How do I keep houseplants alive?", False), ("Who was Napoleon?", False), ("My code is 5.", False),
+    ("Good morning! How are you today?", False),
+])
+def test_only_questions_about_the_users_memory_are_candidates(text, want):
+    assert asks_memory(text) is want
+
+
+def test_stem_folds_plurals_and_possessives():
+    assert stem("Codes") == stem("code") and stem("sister's") == "sister" and stem("berries") == "berry"
+    assert stem("glass") == "glass"
