@@ -158,7 +158,10 @@ class Catalog:
         """(kind, key, score) of active rows of `tenant` matching any token, best first.
         Tokens are quoted here, so no user text is ever parsed as FTS5 syntax."""
         phrases = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
-        match = f'tag : "{tenant_dir_name(tenant)}" AND text : ({phrases})'
+        # The tenant is filtered by the join (r.tenant), not by `tag : T AND ...` in the MATCH:
+        # that AND walks the tenant's whole posting list on every query (2x the routing time at
+        # 10^5 rows, bench/results/scale.md). Scores are the same: bm25's statistics are the table's.
+        match = f'text : ({phrases})'
         sql = ("SELECT r.kind, r.key, bm25(rows_fts, 0.0, 1.0) AS s FROM rows_fts "
                "JOIN rows r ON r.id = rows_fts.rowid "
                "WHERE rows_fts MATCH ? AND r.tenant = ? AND r.state = 'active'")
