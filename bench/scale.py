@@ -5,9 +5,10 @@ of one tenant, each with ~12 words of text from a 20,000-word Zipf vocabulary (s
 queries have realistic selectivity), and a 256-byte payload on one row in ten. Each size runs in
 a child process (its own peak RSS). Per size:
 
-- write rate: rows in transactions of 1,000 (durability normal: one fsync per transaction);
-  during the fill the automatic checkpoint is off (see "checkpoint cadence" in the results);
-- open without a checkpoint (the whole log replayed) and with one (checkpoint + empty log);
+- write rate: rows in transactions of 1,000 (durability normal: the log and each payload file
+  fsynced before a transaction returns), automatic checkpoints at the default cadence;
+- open: the same rows with no checkpoint (whole log replayed), the store as the fill left it
+  (last automatic checkpoint + log after it), and right after an explicit checkpoint;
 - catalog rebuild (SQLite + FTS5 from the host state), fsck (every payload re-hashed);
 - lexical routing: `grm.route.lexical.search` (the graft router's lexical channel, FTS5 BM25)
   for 1,000 queries of 2-4 vocabulary words, p50 / p99;
@@ -67,22 +68,23 @@ def one(n: int, root: Path) -> dict:
 
     rng, sample = _zipf_vocab_sampler(n)
     out: dict = {"records": n}
-    cfg = StoreConfig(root=root, checkpoint_every=10**9)
+    cfg = StoreConfig(root=root)  # default cadence: checkpoints as the store grows
     s = Store.open(cfg)
     t = time.perf_counter()
+    rows = [(f"g{i:07d}", " ".join(sample(12)), rng.randbytes(256) if i % 10 == 0 else None) for i in range(n)]
     for start in range(0, n, TXN):
         with s.transaction() as txn:
-            for i in range(start, min(n, start + TXN)):
-                payload = rng.randbytes(256) if i % 10 == 0 else None
-                txn.put("bench", GRAFT, f"g{i:07d}", text=" ".join(sample(12)), payload=payload,
-                        meta={"i": i})
+            for key, text, payload in rows[start:start + TXN]:
+                txn.put("bench", GRAFT, key, text=text, payload=payload, meta={"n": len(text)})
     out["write_s"] = time.perf_counter() - t
     out["write_rows_per_s"] = n / out["write_s"]
+    out["checkpoints_during_fill"] = s.counters["checkpoints_written"]
     s.close()
 
     t = time.perf_counter()
     s = Store.open(cfg)
-    out["open_no_ckpt_s"] = time.perf_counter() - t
+    out["open_as_left_s"] = time.perf_counter() - t  # its last checkpoint + the log after it
+    out["open_no_ckpt_s"] = _open_whole_log(n, root.parent / "no-checkpoint", rows)
     t = time.perf_counter()
     s._catalog.rebuild(s._state.iter_all(), s.last_lsn)
     out["catalog_rebuild_s"] = time.perf_counter() - t
@@ -119,6 +121,25 @@ def one(n: int, root: Path) -> dict:
     return out
 
 
+def _open_whole_log(n: int, root: Path, rows: list) -> float:
+    """Open time of the same rows with no checkpoint at all (the whole log replayed); filled
+    volatile, so the fill is fast."""
+    from grm.store import Store, StoreConfig
+    from grm.store.kinds import GRAFT
+
+    cfg = StoreConfig(root=root, checkpoint_every=10**9, durability="volatile")
+    with Store.open(cfg) as s:
+        for start in range(0, n, TXN):
+            with s.transaction() as txn:
+                for key, text, payload in rows[start:start + TXN]:
+                    txn.put("bench", GRAFT, key, text=text, payload=payload, meta={"n": len(text)})
+    t = time.perf_counter()
+    Store.open(cfg).close()
+    took = time.perf_counter() - t
+    shutil.rmtree(root, ignore_errors=True)
+    return took
+
+
 def _child(n: int) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"grm-scale-{n}-"))
     try:
@@ -133,8 +154,9 @@ def _child(n: int) -> dict:
 
 def _fmt(r: dict) -> str:
     if "error" in r:
-        return f"| {r['records']:,} | error: {r['error']} |" + " |" * 10
-    return (f"| {r['records']:,} | {r['write_rows_per_s']:,.0f} | {r['open_no_ckpt_s']:.2f} | {r['open_ckpt_s']:.2f} "
+        return f"| {r['records']:,} | error: {r['error']} |" + " |" * 11
+    return (f"| {r['records']:,} | {r['write_rows_per_s']:,.0f} | {r['open_no_ckpt_s']:.2f} | {r['open_as_left_s']:.2f} "
+            f"| {r['open_ckpt_s']:.2f} "
             f"| {r['checkpoint_s']:.2f} | {r['catalog_rebuild_s']:.2f} | {r['fsck_s']:.2f} | {r['route_p50_ms']:.2f} "
             f"| {r['route_p99_ms']:.2f} | {r['rss_mb']:.0f} | {r['disk_bytes'] / 2**20:.1f} |")
 
@@ -159,9 +181,9 @@ def main(args) -> int:
         r = _child(n)
         print(json.dumps(r), file=sys.stderr, flush=True)
         rows.append(r)
-    table = ["| records | write rows/s | open, no ckpt (s) | open, ckpt (s) | checkpoint (s) | catalog rebuild (s) "
-             "| fsck (s) | lexical route p50 (ms) | p99 (ms) | peak RSS (MB) | disk (MiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"] + [_fmt(r) for r in rows]
+    table = ["| records | write rows/s | open, whole log (s) | open as left (s) | open, fresh ckpt (s) | checkpoint (s) "
+             "| catalog rebuild (s) | fsck (s) | lexical route p50 (ms) | p99 (ms) | peak RSS (MB) | disk (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"] + [_fmt(r) for r in rows]
     table += ["", "Targets:"] + (_verdicts(rows) or ["- (no size with a target was run)"])
     cmd = "python bench/scale.py" + (f" --sizes {','.join(map(str, sizes))}" if not getattr(args, "quick", False) else "")
     write_results("scale", {"sizes": list(sizes), "results": rows, "targets": {str(k): v for k, v in TARGETS.items()}},

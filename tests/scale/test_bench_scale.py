@@ -13,7 +13,7 @@ def test_one_size_reports_every_figure(tmp_path):
     spec.loader.exec_module(mod)
     r = mod.one(500, tmp_path / "store")
     assert r["records"] == 500 and r["write_rows_per_s"] > 0
-    for key in ("open_no_ckpt_s", "open_ckpt_s", "checkpoint_s", "catalog_rebuild_s", "fsck_s",
+    for key in ("open_no_ckpt_s", "open_as_left_s", "open_ckpt_s", "checkpoint_s", "catalog_rebuild_s", "fsck_s",
                 "route_p50_ms", "route_p99_ms"):
         assert 0 < r[key] < 60, key
     assert r["route_p50_ms"] <= r["route_p99_ms"] and r["route_hit_rate"] > 0.5
