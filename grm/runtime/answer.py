@@ -38,6 +38,7 @@ from grm.kv.forward import prefill
 from grm.models import LoadedModel
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
+from grm.runtime.lead import answer_lead
 from grm.sections import SectionMemory
 from grm.store.kinds import BLOCK
 
@@ -48,11 +49,16 @@ log = logging.getLogger("grm")
 QUESTION_TEMPLATE = "\n\nQuestion: {q}\nAnswer:"
 
 
-def question_text(question: str) -> str:
-    """The text read after memory: the question template, unless the question already starts its
-    own answer ("...?\nAnswer: The X is"), which small models recall best with."""
+def question_text(question: str, lead: bool = True) -> str:
+    """The text read after memory: the question template, with the answer started from the
+    question's own words where a rule covers it (grm/runtime/lead.py: "What is the X?" -> "The X
+    is"; bench/results/questions.md: SmolLM2 12/20 plain, 20/20 so led, same text in context);
+    a question that already starts its own answer ("...?\nAnswer: The X is") is kept as it is."""
     q = question.strip()
-    return f"\n\nQuestion: {q}" if "\nAnswer:" in q else QUESTION_TEMPLATE.format(q=q)
+    if "\nAnswer:" in q:
+        return f"\n\nQuestion: {q}"
+    start = answer_lead(q) if lead else None
+    return QUESTION_TEMPLATE.format(q=q) + (f" {start}" if start else "")
 
 
 @dataclass
