@@ -235,8 +235,8 @@ def abstention(rt) -> dict:
 
     rows = []
     for q, want in QUESTIONS["held_out"]:  # end to end: the chat itself, shipped default floor
-        r = chat.send(q)
         grafts = rt.ask(q, mode="grafts", max_new_tokens=16)
+        r = chat.send(q)
         ceiling = in_context(rt, said, q)
         rows.append({"question": q, "want": want, "answer": r.answer, "abstained": r.abstained,
                      "right": want is not None and has(r.answer, want), "grafts_abstained": grafts.abstained,

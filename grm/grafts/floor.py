@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 from grm.route.lexical import _STOP, _WORD, identifiers
 
-DEFAULT_FLOOR = 0.5  # calibrated: bench/results/fidelity.md (tuning split)
+DEFAULT_FLOOR = 0.31  # calibrated on the tuning split of bench/fidelity.py (0.306); see fidelity.md
 ABSTAIN_LINE = "I don't have anything in memory about that."
 OTHER_WEIGHT = 0.25  # a content word outside the question's noun phrases ("ride", "opens") weighs this much
+_ANSWER_KIND = frozenset({"name", "called"})
 _DETERMINERS = frozenset("my our the what which whose your their his her".split())
 _QUESTION_SENTENCE = re.compile(r"[^.!?\n]*\?")
 _ASK = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how|do|does|did|is|are|was|were|can|could|"
@@ -52,6 +53,12 @@ def terms(text: str) -> set[str]:
     return {stem(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and w.strip("'-")}
 
 
+def question_terms(question: str) -> set[str]:
+    """Content words of a question, less the words that name the kind of answer it wants
+    ("What is my dog's name?": a statement says "my dog is Max", never "name")."""
+    return terms(question) - _ANSWER_KIND
+
+
 def declarative(text: str) -> str:
     """`text` without the questions of its chat turns' user lines ("User: What is my code?":
     asking about a thing is not evidence of it). A document's questions stay (an FAQ's answer
@@ -60,6 +67,13 @@ def declarative(text: str) -> str:
         return text
     return "\n".join(_QUESTION_SENTENCE.sub(" ", ln) if ln.lstrip().startswith("User:") else ln
                      for ln in text.split("\n"))
+
+
+def only_asks(text: str) -> bool:
+    """A chat turn whose user line only asks (every sentence a question): weaker evidence than
+    a statement, whatever its words have in common with a later question."""
+    users = [ln for ln in text.split("\n") if ln.lstrip().startswith("User:")]
+    return bool(users) and all(not terms(declarative(ln).replace("User:", "")) for ln in users)
 
 
 def asks_memory(text: str) -> bool:
@@ -122,7 +136,7 @@ def topic_terms(question: str) -> set[str]:
 def support(question: str, texts: Sequence[str], freq: DocumentFrequencies) -> tuple[float, tuple[str, ...]]:
     """(support, the content words not found) of `question` in `texts` (see the module docstring).
     A question without content words ("what is it?") is supported by anything routed."""
-    want = terms(question)
+    want = question_terms(question)
     if not want:
         return (1.0 if texts else 0.0), ()
     topic = topic_terms(question) & want or want

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from grm.errors import UserInputError
 from grm.exact import ExactMemory
-from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, ground
+from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, ground, only_asks
 from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
@@ -26,6 +26,7 @@ from grm.store import Record
 from grm.store.kinds import BLOCK
 
 log = logging.getLogger("grm.grafts")
+QUESTION_TURN_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class RouteConfig:
     k: int = 3  # at most this many grafts mounted for a query
     seat_budget: int = 1536  # at most this many seats of mounted grafts
     # mount only grafts scoring >= this fraction of the best one, or holding one of the query's
-    # identifiers (a name or number pins a memory down whatever its score): a weak second graft
+    # identifiers (a name or number pins a memory down whatever its score), or a live fact (a
+    # turn that asked the same question outscores the fact lexically): a weak second graft
     # mostly distracts a small model (turn-50 script: 7/8 at 0.6, see bench/results/grafts.md)
     relative_floor: float = 0.75
     # combined channel: mount only grafts the lexical channel found (the dense channel re-ranks
@@ -241,6 +243,11 @@ class GraftMemory:
         hits: list[Hit] = combine(lexical, dense, channel, cfg.dense_weight)
         if channel == "combined" and cfg.require_lexical:
             hits = [h for h in hits if h.record.key in lexical]
+        # a turn that only asked ("User: What is my locker code?") shares the next question's
+        # words without being evidence of the answer: it ranks at QUESTION_TURN_WEIGHT
+        hits = sorted((replace(h, score=h.score * QUESTION_TURN_WEIGHT)
+                       if h.record.meta.get("kind") == "evidence" and only_asks(h.record.text or "") else h
+                       for h in hits), key=lambda h: -h.score)
         if not hits:
             return []
         floor = hits[0].score * cfg.relative_floor if hits[0].score > 0 else float("-inf")
@@ -248,8 +255,8 @@ class GraftMemory:
         for h in hits:
             if len(out) == k:
                 break
-            if h.score < floor and not h.identifiers:
-                continue
+            if h.score < floor and not h.identifiers and h.record.meta.get("kind") != "fact":
+                continue  # a live fact is never dropped for scoring under a turn (truth wins ties)
             g = Graft.from_record(h.record)
             if used + g.tokens > budget or g.id in parents or (g.parent and g.parent in chosen):
                 continue  # over the seat budget, or the parent or a slice of a graft already chosen

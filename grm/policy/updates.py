@@ -88,5 +88,6 @@ def parse_update(sentence: str, intent: str = "inferred") -> FactProposal | None
         if subj.casefold() in ("i", "we"):
             subj = "I" if subj.casefold() == "i" else "we"
         said = f"{subj} is now {new}" if pred == "is" else f"{subj} now {pred} {new}"
+        said = said[0].upper() + said[1:]  # read as a sentence of its own (the fact's graft)
         return FactProposal(subj, pred, new, said, intent=intent, replaces=old or "")
     return None

@@ -73,3 +73,14 @@ def test_abstain_floor_zero_turns_abstention_off(make_runtime, tmp_path):
     rt.ingest([tmp_path / "d.txt"], progress=False)
     a = rt.ask("Which harbor keeps the purple giraffe umbrella?", mode="grafts")
     assert not a.abstained and a.tokens_computed > 0
+
+
+def test_a_live_fact_is_mounted_beside_turns_that_asked_the_same_question(make_runtime):
+    rt = make_runtime(max_new_tokens=3)
+    chat = rt.chat(clear_context=True)
+    chat.send("My locker code is 4721.")
+    for _ in range(3):  # each asking turn matches the question better than the fact does
+        chat.send("What is my locker code? Tell me what my locker code is, my locker code please?")
+    r = chat.send("What is my locker code?")
+    fact = next(f for f in chat.glue.policy.facts() if f.value == "4721")
+    assert fact.graft in [m["id"] for m in r.mounted] and not r.abstained

@@ -60,3 +60,13 @@ def test_only_questions_about_the_users_memory_are_candidates(text, want):
 def test_stem_folds_plurals_and_possessives():
     assert stem("Codes") == stem("code") and stem("sister's") == "sister" and stem("berries") == "berry"
     assert stem("glass") == "glass"
+
+
+def test_a_turn_that_only_asked_is_not_evidence_and_answer_kinds_do_not_count():
+    from grm.grafts.floor import only_asks
+
+    assert only_asks("User: What is my locker code?\nAssistant: It is 4721.\n\n")
+    assert not only_asks("User: My locker code is 4721. Can you keep it?\nAssistant: Sure.\n\n")
+    assert not only_asks("What is the refund window? Thirty days.")  # a document, not a turn
+    freq = DocumentFrequencies(["User: My dog is Max.\nAssistant: Nice.\n\n", "User: My cat is Tom.\n\n"])
+    assert support("What is my dog's name?", ["User: My dog is Max.\n\n"], freq)[0] == pytest.approx(1.0)
