@@ -1,7 +1,7 @@
 """Plain questions: how much does the question's form cost, and which packaged model asks better?
 
 Each invented fact (recall.py's kind: an invented name, a 4-digit number) is inserted in the middle
-of a real news article of 300-500 tokens, and the article is read in context (sinks + article), so
+of a real news article of 220-360 words, and the article is read in context (sinks + article), so
 only the question's form and the model vary. Every fact is asked two ways:
 - repeat: the fact's own words ("What is the access code for the X vault?");
 - paraphrase: other words ("What number opens the X vault?"; recall.py's questions for the tune
@@ -91,9 +91,10 @@ def facts(split: str, rng: random.Random) -> list[dict]:
     return out
 
 
-def contexts(tok, docs: list[str], fact_list: list[dict]) -> list[str]:
-    """Each fact inserted after the middle sentence of its own 300-500 token article."""
-    arts = [d for d in docs if 300 <= len(tok.encode(d)) <= 480][: len(fact_list)]
+def contexts(docs: list[str], fact_list: list[dict], skip: int) -> list[str]:
+    """Each fact inserted after the middle sentence of its own article of 220-360 words (about
+    300-500 tokens; words, so both models read the same articles), skipping the first `skip`."""
+    arts = [d for d in docs if 220 <= len(d.split()) <= 360][skip: skip + len(fact_list)]
     if len(arts) < len(fact_list):
         raise RuntimeError("not enough articles of the wanted length")
     out = []
@@ -118,7 +119,7 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
         sinks = rt.exact.sinks()
         for split, fs in split_facts.items():
             rows = []
-            texts = contexts(tok, docs, fs) if split == "tune" else contexts(tok, docs[200:], fs)
+            texts = contexts(docs, fs, 0 if split == "tune" else len(split_facts["tune"]))
             for f, text in zip(fs, texts):
                 cache = cache_from_kv(sinks)
                 ids = tok.encode(text)

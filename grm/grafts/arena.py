@@ -12,6 +12,7 @@ K/V deviate most from a joint read, across all layers, once every graft is in pl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 from transformers import DynamicCache
@@ -40,7 +41,8 @@ class Arena:
     seat: int  # the next free seat
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # graft id -> [start, end) seats
     from_memory: int = 0  # tokens spliced in from stored K/V (sinks included)
-    computed: int = 0  # tokens the model read to build it (repairs and misses)
+    computed: int = 0  # tokens the model read to build it (repairs, misses and re-reads)
+    reread: list[str] = field(default_factory=list)  # grafts read as text by choice (grm/grafts/reread.py)
 
 
 def append(cache: DynamicCache, kv: KV) -> None:
@@ -50,19 +52,22 @@ def append(cache: DynamicCache, kv: KV) -> None:
 
 
 def build(model: torch.nn.Module, dialect: Dialect, sinks: KV, mounts: list[Mount], repair: int = 0,
-          blend: BlendConfig | None = None) -> Arena:
+          blend: BlendConfig | None = None, reread: Callable[[Mount, int], bool] | None = None) -> Arena:
     """`[sinks | mounts...]` in the order given; the tail is the caller's to read at `arena.seat`.
     With `blend`, two or more mounts are then repaired by selective recomputation; the tokens it
-    recomputed count as computed, not from memory."""
+    recomputed count as computed, not from memory. `reread(mount, mounts)` True: that graft's text
+    is read in place instead of its K/V mounted (a cost decision: grm/grafts/reread.py)."""
     if repair < 0:
         raise ValueError("repair must be >= 0 tokens")
     arena = Arena(cache_from_kv(sinks), sinks.tokens, from_memory=sinks.tokens)
     for m in mounts:
         start = arena.seat
         n = len(m.ids)
-        if m.kv is None:
+        if m.kv is None or (reread is not None and reread(m, len(mounts))):
             prefill(model, arena.cache, m.ids, start)
             arena.computed += n
+            if m.kv is not None:
+                arena.reread.append(m.id)
         else:
             k = min(repair, n)
             if k:
@@ -77,7 +82,7 @@ def build(model: torch.nn.Module, dialect: Dialect, sinks: KV, mounts: list[Moun
     if blend is not None and len(mounts) > 1:
         spans = [arena.spans[m.id] for m in mounts]
         seats = blend_spans(model, arena.cache, spans, [t for m in mounts for t in m.ids], blend)
-        stored = [arena.spans[m.id] for m in mounts if m.kv is not None]
+        stored = [arena.spans[m.id] for m in mounts if m.kv is not None and m.id not in arena.reread]
         fixed = sum(any(a <= s < b for a, b in stored) for s in seats)  # read as text already: computed
         arena.from_memory -= fixed
         arena.computed += fixed
