@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import torch
 
-from grm.grafts import Mount, build
+from grm.grafts import build
 from grm.grafts.reread import Costs, load_or_calibrate
-from grm.kv import cache_from_kv, kv_from_cache
-from grm.kv.forward import prefill
+from grm.kv import kv_from_cache
 
-from tests.grafts.test_grafts import TEXTS, read_alone
+from tests.grafts.test_blend import composed
 
 
 def test_short_grafts_are_reread_long_ones_mounted_and_risk_favours_rereading():
@@ -46,18 +45,10 @@ def test_calibration_is_measured_once_and_stored(make_runtime, tmp_path):
 def test_a_reread_graft_is_read_in_place_and_counted_as_computed(make_runtime):
     rt = make_runtime()
     sinks = rt.exact.sinks()
-    mounts, ids = [], []
-    for i, text in enumerate(TEXTS):
-        kv, t_ids, seat = read_alone(rt, text)
-        mounts.append(Mount(f"g{i}", t_ids, seat, kv))
-        ids += t_ids
+    _, mounts, ids, joint = composed(rt)
     arena = build(rt.lm.model, rt.dialect, sinks, mounts, reread=lambda m, k: True)
-    joint = cache_from_kv(sinks)
-    seat = sinks.tokens
-    for m in mounts:
-        prefill(rt.lm.model, joint, m.ids, seat)
-        seat += len(m.ids)
-    assert torch.equal(kv_from_cache(arena.cache).keys, kv_from_cache(joint).keys)
+    got = kv_from_cache(arena.cache)
+    assert torch.allclose(got.keys, joint.keys, atol=1e-5) and torch.allclose(got.values, joint.values, atol=1e-5)
     assert arena.reread == ["g0", "g1", "g2"] and arena.computed == len(ids) and arena.from_memory == sinks.tokens
     only_last = build(rt.lm.model, rt.dialect, sinks, mounts, reread=lambda m, k: m.id == "g2")
     assert only_last.reread == ["g2"] and only_last.computed == len(mounts[2].ids)
