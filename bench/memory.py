@@ -51,7 +51,10 @@ def supersession(model, threads: int, store: Path) -> dict:
 
 
 def folding_run(model, threads: int, store: Path, fold: bool) -> dict:
+    from chat_ceiling import read_in_context
+
     from grm.runtime import Runtime
+    from grm.runtime.chat import TURN_END, TURN_PROMPT
 
     lines = [ln.strip() for ln in (DATA / "chat_turn50.txt").read_text().splitlines() if ln.strip()]
     talk, probes = lines[:40], lines[42:50]
@@ -70,8 +73,7 @@ def folding_run(model, threads: int, store: Path, fold: bool) -> dict:
             return folder.digest_text(sources, facts)
 
         chat.digester = lossy_for_one_window
-        for line in talk:
-            chat.send(line)
+        said = [chat.send(line) for line in talk]
         needles = {g.record.meta["turn"]: g.id for g in rt.grafts.grafts(kind="evidence", include_retired=True)
                    if g.record.meta.get("session") == chat.session and g.record.meta.get("turn", 99) <= 8}
         retired_before = set(folder.retired())
@@ -81,12 +83,17 @@ def folding_run(model, threads: int, store: Path, fold: bool) -> dict:
             r = chat.send(q)
             kinds = [rt.grafts.get(m["id"]).kind for m in r.mounted]
             needle = needles.get(i + 1)
+            # the ceiling: the needle turn (user text + the reply it got) read in context, then the probe
+            turn = TURN_PROMPT.format(text=talk[i]) + " " + said[i].answer.strip() + TURN_END
+            ceiling = read_in_context(rt, [turn], q, 24)
             rows.append({"question": q, "answer": r.answer, "recalled": want.lower() in r.answer.lower(),
+                         "ceiling": ceiling, "ceiling_recalled": want.lower() in ceiling.lower(),
                          "mounted_kinds": kinds, "needle_turn_mounted": needle in [m["id"] for m in r.mounted],
                          "needle_turn_retired": needle in retired_before,
                          "via_descent": needle in retired_before and needle in [m["id"] for m in r.mounted]})
         nodes = folder.nodes()
         return {"fold": fold, "recalled": sum(r["recalled"] for r in rows), "probes": rows,
+                "ceiling": sum(r["ceiling_recalled"] for r in rows),
                 "digests": sum(n.type == "digest" for n in nodes), "eras": sum(n.type == "era" for n in nodes),
                 "aborts": len(folder.aborts()), "abort_detail": folder.aborts(),
                 "retired_turns": len(retired_before & evidence_ids),
@@ -107,13 +114,16 @@ def _table(res: dict) -> list[str]:
            f"{f['aborts']} fold(s) aborted by the fidelity gate (constructed: a lossy digest of the window with "
            f"{ABORT_MARK!r}; its 4 turns stay unfolded and routable), {f['retired_turns']} turns and "
            f"{f['retired_digests']} digests (under eras) retired before the probes.", "",
-           "| probe | with folding | mounted kinds | needle turn retired / mounted | without folding |",
-           "|---|---|---|---|---|"]
+           "| probe | with folding | mounted kinds | needle turn retired / mounted | without folding | "
+           "needle turn in context (ceiling) |",
+           "|---|---|---|---|---|---|"]
     for p, q in zip(f["probes"], nf["probes"]):
         out.append(f"| {p['question']} | {'yes' if p['recalled'] else 'no'} ({p['answer'][:30]!r}) | "
                    f"{', '.join(p['mounted_kinds']) or '-'} | {p['needle_turn_retired']} / {p['needle_turn_mounted']} | "
-                   f"{'yes' if q['recalled'] else 'no'} |")
-    out += ["", f"Recall: with folding {f['recalled']}/8, without {nf['recalled']}/8. Retired needle turns mounted "
+                   f"{'yes' if q['recalled'] else 'no'} | {'yes' if q['ceiling_recalled'] else 'no'} |")
+    out += ["", f"Recall: with folding {f['recalled']}/8, without {nf['recalled']}/8, in-context ceiling "
+            f"{nf['ceiling']}/8 (the needle turn as the run answered it, read as text before the probe). "
+            "Retired needle turns mounted "
             f"again through descent: {len(descent)} ({', '.join(p['question'] for p in descent) or 'none'})."]
     return out
 

@@ -149,9 +149,10 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
 
 
 def _table(res: dict) -> list[str]:
-    out = ["Fact inserted in a 300-500 token news article read in context; 20 facts per split (4 per template); "
+    out = ["Fact inserted in a 220-360 word news article read in context; 20 facts per split (4 per template); "
            "a probe counts if the 4-digit answer appears. See bench/questions.py.", "",
-           "| model | split | question | plain | primed | derived lead | rules covered |", "|---|---|---|---|---|---|---|"]
+           "| model | split | question | plain | primed | derived lead | rules covered |",
+           "|---|---|---|---|---|---|---|"]
     for model, per in res["models"].items():
         for split, rows in per.items():
             for kind in ("repeat", "paraphrase"):

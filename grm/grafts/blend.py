@@ -93,7 +93,8 @@ def recompute(model: torch.nn.Module, cache: DynamicCache, seats: list[int], ids
     cfg = _layers_config(model)
     if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
         # a model with sliding-window layers takes one mask per layer type (Gemma 3)
-        mask = {"full_attention": mask, "sliding_attention": _mask(q, length, cfg.sliding_window, dtype).to(model.device)}
+        sliding = _mask(q, length, cfg.sliding_window, dtype).to(model.device)
+        mask = {"full_attention": mask, "sliding_attention": sliding}
     with torch.no_grad():
         model(input_ids=torch.tensor([[ids_at[s] for s in seats]], device=model.device),
               position_ids=q[None].to(model.device), cache=cache, use_cache=True, logits_to_keep=1,

@@ -37,8 +37,9 @@ IRREGULAR_PAST = {"leave": "left", "go": "went", "come": "came", "begin": "began
                   "say": "said", "see": "saw", "win": "won", "hold": "held", "run": "ran", "build": "built",
                   "send": "sent", "keep": "kept", "put": "put", "pay": "paid", "lose": "lost", "spend": "spent",
                   "grow": "grew", "write": "wrote", "become": "became", "tell": "told", "bring": "brought",
-                  "have": "had", "do": "did", "be": "was", "set": "set", "cost": "cost", "fly": "flew", "drive": "drove",
-                  "choose": "chose", "know": "knew", "think": "thought", "teach": "taught", "leave for": "left for"}
+                  "have": "had", "do": "did", "be": "was", "set": "set", "cost": "cost", "fly": "flew",
+                  "drive": "drove",
+                  "choose": "chose", "know": "knew", "think": "thought", "teach": "taught"}
 # base forms a do-question's verb is recognised by (no part-of-speech tagger in the runtime)
 VERBS = frozenset("""leave live move meet sell hold keep expire renew start open close arrive begin end cost weigh
 own have record employ produce need want take make get go come work play run park stay study teach visit buy pay
@@ -129,10 +130,6 @@ def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = Tru
     body = rest[:-1] if prep else rest
     if len(body) < 2:
         return None
-    # the verb: the first word after the subject's noun phrase; the subject is everything before
-    # it, found as the last word that is not a determiner or capitalised name before a lowercase
-    # word that can be a verb. Rule of thumb: a one-word subject (a pronoun or name), or a noun
-    # phrase ending at the word before the last lowercase word not followed by more subject.
     subject, verb, after = _split_clause(body)
     if not subject or not verb:
         return None

@@ -37,7 +37,8 @@ def test_questions_no_rule_covers_get_no_lead(question):
 
 
 def test_question_text_starts_the_answer_only_where_a_rule_applies():
-    assert question_text("What is my locker code?") == "\n\nQuestion: What is my locker code?\nAnswer: Your locker code is"
+    led = "\n\nQuestion: What is my locker code?\nAnswer: Your locker code is"
+    assert question_text("What is my locker code?") == led
     assert question_text("What is my locker code?", lead=False) == "\n\nQuestion: What is my locker code?\nAnswer:"
     assert question_text("Why is the sky blue?") == "\n\nQuestion: Why is the sky blue?\nAnswer:"
     primed = "What opens the vault?\nAnswer: The code is"
