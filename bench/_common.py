@@ -7,38 +7,12 @@ import datetime as dt
 import json
 import os
 import platform
-import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GENSIM = "gensim==4.4.0"
-NEWS_MEMBER = "gensim/test/test_data/lee_background.cor"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GRM_CACHE") or Path.home() / ".cache" / "grm")
-
-
-def news_corpus() -> list[str]:
-    """The Lee news corpus (one article per line), from the gensim wheel, fetched once via pip."""
-    target = cache_dir() / "data" / "lee_background.cor"
-    if not target.exists():
-        wheels = cache_dir() / "data" / "wheels"
-        wheels.mkdir(parents=True, exist_ok=True)
-        found = sorted(wheels.glob("gensim-4.4.0-*.whl"))
-        if not found:
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--only-binary=:all:",
-                            GENSIM, "-d", str(wheels)], check=True)
-            found = sorted(wheels.glob("gensim-4.4.0-*.whl"))
-        with zipfile.ZipFile(found[0]) as zf:
-            data = zf.read(NEWS_MEMBER)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(target)
-    text = target.read_text("utf-8", errors="replace")
-    return [line.strip() for line in text.splitlines() if line.strip()]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's grm, when run as a script
+from grm.demo.news import GENSIM, NEWS_MEMBER, cache_dir, news_corpus  # noqa: E402,F401  (one fetcher)
 
 
 def machine() -> dict:

@@ -30,7 +30,9 @@ WARM_RUNS = 3
 
 
 def build_doc(tok, target: int, offset: int) -> str:
-    """Whole news articles joined by blank lines, cut at a sentence so it has ~target tokens."""
+    """Whole news articles joined by blank lines, cut at a sentence so it has ~target tokens, and
+    ending with a newline as a text file does: the prompt is then `doc + QUESTION` exactly as a user
+    pastes a file and a question (SmolLM2 merges the file's last newline with the question's)."""
     arts = news_corpus()[offset:]
     text = ""
     for art in arts:
@@ -40,7 +42,7 @@ def build_doc(tok, target: int, offset: int) -> str:
     ids = tok.encode(text)[:target]
     cut = tok.decode(ids)
     end = max(cut.rfind(". "), cut.rfind(".\n"))
-    return cut[: end + 1] if end > 0 else cut
+    return (cut[: end + 1] if end > 0 else cut) + "\n"
 
 
 def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None:
@@ -52,6 +54,8 @@ def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None
     from grm.kv import new_cache
     from grm.kv.forward import prefill
     from grm.runtime import Runtime
+    from grm.store.kinds import SINKS
+    from grm.store.tenant import SYSTEM_TENANT
 
     prompts = json.loads(Path(prompts_file).read_text())
     with Runtime.open(store=store, model=model, threads=threads) as rt:
@@ -73,7 +77,7 @@ def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None
                 loads.append(time.perf_counter() - t)
                 t = time.perf_counter()
                 nbytes = 0
-                for rec in [rt.store.get("_system", "sinks", rt.exact.sink_fp), *prefix.blocks]:
+                for rec in [rt.store.get(SYSTEM_TENANT, SINKS, rt.exact.sink_fp), *prefix.blocks]:
                     data = rt.store.payload_path(rec).read_bytes()
                     hashlib.sha256(data).hexdigest()
                     nbytes += len(data)

@@ -34,6 +34,7 @@ def make_runtime(tmp_path):
     opened = []
 
     def make(model: str = "tiny-random-llama", tenant: str = "default", store: Path | None = None, **kw):
+        kw.setdefault("device", "cpu")  # the suite's bit-identity checks are CPU's; GPU tests are marked `gpu`
         rt = Runtime.open(store=store or tmp_path / "store", model=model, tenant=tenant, threads=2, **kw)
         opened.append(rt)
         return rt

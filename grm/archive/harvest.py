@@ -110,5 +110,6 @@ def harvest(
 
 def _read_window(model: torch.nn.Module, cache: object, ids: list[int]) -> None:
     """Read a window in one forward pass at seats 0.. (the query hook sees each token once, in order)."""
-    model(input_ids=torch.tensor([ids]), position_ids=torch.arange(len(ids))[None], cache=cache, use_cache=True,
-          logits_to_keep=1)
+    device = next(model.parameters()).device
+    model(input_ids=torch.tensor([ids], device=device), position_ids=torch.arange(len(ids), device=device)[None],
+          cache=cache, use_cache=True, logits_to_keep=1)

@@ -95,7 +95,8 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
                    help="owner of the memory: 1-64 letters, digits, '_', '.', '-', not starting with '_' "
                    "(default: default)")
     g.add_argument("--model", metavar="NAME|PATH", default=d["model"],
-                   help="model name or HF folder (default smollm2-135m)")
+                   help="a registry name (smollm2-135m, gemma3-270m, random:llama-3-8b, ...), a local HF "
+                   "folder or a local .gguf file (default smollm2-135m)")
     g.add_argument("--threads", type=positive_int, metavar="N", default=d["threads"],
                    help="torch threads (default: all cores; more than the cores here is clamped)")
     g.add_argument("--json", action="store_true", default=d["json"], help="print only JSON on stdout")

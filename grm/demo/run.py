@@ -1,100 +1,191 @@
-"""`grm demo`: ingest a small corpus, answer cold, then warm in a new process, print the savings.
+"""`grm demo`: what GRM is for, in one run on real text nobody at GRM wrote.
 
-Cold = the prompt (document + question) read in full by the model with an empty memory. Warm = the
-same prompt asked by a *new process* on the store the first one wrote: the document's blocks come
-from stored K/V and only the question is computed.
+1. Three news documents of ~500, ~2,000 and ~6,000 tokens (the Lee corpus from the gensim wheel,
+   fetched through pip once) are each asked a question COLD: the model reads the document and the
+   question, nothing stored (`memory=False`).
+2. The documents are ingested (K/V stored once, default layout) and a short memory chat tells GRM
+   a fact, with the live context cleared every turn.
+3. A NEW process opens the store and asks the same prompts WARM (the documents' blocks come from
+   stored K/V, only the question is read), and asks the chat's question in a new chat with a
+   cleared context: the fact comes back only through memory.
+It prints a table (one record per line when it does not fit the terminal), the store's size, and
+writes a PNG chart of cold vs warm time to first token by document size next to the store.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from grm.demo.corpus import DOCUMENTS, QUESTIONS
-from grm.runtime.runtime import question_text
+from grm.demo.news import news_document
 
 
-def prompts() -> list[str]:
-    return [DOCUMENTS[doc] + question_text(q) for doc, q, _ in QUESTIONS]
+@dataclass(frozen=True)
+class DemoDoc:
+    name: str
+    first: int  # articles first..last-1 of the Lee corpus
+    last: int
+    question: str  # asked plainly, as a user would
+    expected: str  # what a right answer contains (checked, case-insensitive)
 
 
-def _warm(args: argparse.Namespace, store: Path) -> list[dict]:
-    cmd = [sys.executable, "-m", "grm.demo.warm", "--store", str(store), "--tenant", args.tenant,
-           "--max-new-tokens", str(args.max_new_tokens)]
-    if args.model:
-        cmd += ["--model", args.model]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise SystemExit(proc.returncode or 2)
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+# Questions chosen (as the issue asks) among ones the default model answers right when it reads
+# the document in context; the needle article is the last one of each document.
+DOCS = (
+    DemoDoc("news-500.txt", 12, 13, "Where will the SAARC summit be held?", "Nepal"),
+    DemoDoc("news-2k.txt", 40, 49, "Which national park is likely to be impacted by fire?", "Royal National Park"),
+    DemoDoc("news-6k.txt", 60, 85, "Where are the religious leaders meeting?", "Melbourne"),
+)
+CHAT_FACT = "remember permanently: my locker code is 4471"
+CHAT_FILLER = "The harbor was busy this morning."
+CHAT_QUESTION = "What is my locker code?"
+CHAT_EXPECTED = "4471"
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def prompt_of(doc: DemoDoc, text: str) -> str:
+    from grm.runtime.answer import question_text
+
+    return text + question_text(doc.question)
+
+
+def warm_phase(job_file: str) -> int:
+    """The second process (`python -m grm.demo.warm JOB`): warm asks and the memory chat's recall,
+    one JSON object per line on stdout."""
     from grm.runtime import Runtime
+    from grm.runtime.config import RuntimeConfig
 
-    store = Path(args.store).expanduser() if args.store else Path(tempfile.mkdtemp(prefix="grm-demo-")) / "store"
-    corpus = store.parent / "corpus"
-    corpus.mkdir(parents=True, exist_ok=True)
-    for name, text in DOCUMENTS.items():
-        (corpus / name).write_text(text, encoding="utf-8")
-    say = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    say(f"GRM demo: store {store}")
-    say("1/3 loading the model and answering cold (nothing in memory) ...")
-    with Runtime.open(store=store, model=args.model, tenant=args.tenant, threads=args.threads) as rt:
-        cold = [rt.ask(p, mode="exact", max_new_tokens=args.max_new_tokens).to_json() for p in prompts()]
-        say(f"2/3 ingesting {len(DOCUMENTS)} documents (K/V stored once) ...")
-        ingested = rt.ingest([corpus], progress=not args.json)
-    say("3/3 answering warm in a new process (K/V loaded from the store) ...")
-    warm = _warm(args, store)
-    rows = []
-    for (doc, q, expected), c, w in zip(QUESTIONS, cold, warm):
-        rows.append({
-            "question": q, "expected": expected, "cold_answer": c["answer"], "warm_answer": w["answer"],
-            "cold_ttft_s": round(c["ttft_s"], 4), "warm_ttft_s": round(w["ttft_s"], 4),
-            "speedup": round(c["ttft_s"] / max(w["ttft_s"], 1e-9), 1),
-            "tokens_from_memory": w["tokens_from_memory"], "prompt_tokens": w["prompt_tokens"],
-            "correct_cold": expected.lower() in c["answer"].lower(),
-            "correct_warm": expected.lower() in w["answer"].lower(),
-            "same_answer": c["answer"] == w["answer"],
-        })
-    summary = {
-        "store": str(store), "documents": len(ingested), "blocks": sum(r.blocks for r in ingested),
-        "rows": rows,
-        "tokens_from_memory": sum(r["tokens_from_memory"] for r in rows),
-        "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-    }
-    if args.json:
-        print(json.dumps(summary, ensure_ascii=False))
-        return 0
-    _table(rows)
-    saved = summary["tokens_from_memory"] / max(summary["prompt_tokens"], 1)
-    print(f"\nMemory served {summary['tokens_from_memory']} of {summary['prompt_tokens']} prompt tokens "
-          f"({saved:.0%}); the model read only the questions. Store: {store}")
+    job = json.loads(Path(job_file).read_text("utf-8"))
+    config = RuntimeConfig.from_options(**job["config"])
+    with Runtime.open(config) as rt:
+        for prompt in job["prompts"]:
+            a = rt.ask(prompt, max_new_tokens=job["max_new_tokens"])
+            print(json.dumps(a.to_json()), flush=True)
+        chat = rt.chat(clear_context=True)
+        reply = chat.send(CHAT_QUESTION)
+        print(json.dumps({"chat": reply.to_json()}), flush=True)
     return 0
 
 
-def _table(rows: list[dict]) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # rich is pinned, but the table is not worth a crash
-        for r in rows:
-            print(r)
-        return
-    table = Table(title="GRM demo: cold (read everything) vs warm (new process, K/V from memory)")
-    for col in ("question", "answer (warm)", "same as cold", "TTFT cold", "TTFT warm", "speed-up", "from memory"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r["question"], r["warm_answer"][:40], "yes" if r["same_answer"] else "no",
-            f"{r['cold_ttft_s'] * 1000:.0f} ms", f"{r['warm_ttft_s'] * 1000:.0f} ms", f"{r['speedup']}x",
-            f"{r['tokens_from_memory']}/{r['prompt_tokens']}",
-        )
-    Console().print(table)
+def run_demo(args) -> int:
+    from grm.runtime import Runtime
+    from grm.runtime.config import RuntimeConfig
+
+    out = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    keep = args.store is not None
+    store = Path(args.store).expanduser() if keep else Path(tempfile.mkdtemp(prefix="grm-demo-")) / "store"
+    corpus = store.parent / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    out(f"GRM demo: store {store}")
+    out("1/4 fetching real news text (the Lee corpus, through pip, once) ...")
+    texts = {d.name: news_document(d.first, d.last) for d in DOCS}
+    for name, text in texts.items():
+        (corpus / name).write_text(text, encoding="utf-8")
+    prompts = [prompt_of(d, texts[d.name]) for d in DOCS]
+    options = {"store": str(store), "model": args.model, "tenant": args.tenant, "threads": args.threads,
+               "device": getattr(args, "device", "auto"), "dtype": getattr(args, "dtype", "auto")}
+    options = {k: v for k, v in options.items() if v is not None}
+    config = RuntimeConfig.from_options(**options)
+    out("2/4 loading the model; answering cold (the model reads each document) ...")
+    with Runtime.open(config) as rt:
+        cold = [rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens) for p in prompts]
+        out(f"3/4 storing the documents' K/V once, and telling a chat a fact: {CHAT_FACT!r} ...")
+        rt.ingest([corpus / d.name for d in DOCS], progress=not args.json)
+        chat = rt.chat(clear_context=True)
+        told = [chat.send(CHAT_FACT), chat.send(CHAT_FILLER)]
+    out("4/4 a new process: the same prompts warm (K/V from the store), and the chat's question ...")
+    job = store.parent / "warm-job.json"
+    job.write_text(json.dumps({"config": options, "prompts": prompts, "max_new_tokens": args.max_new_tokens}))
+    proc = subprocess.run([sys.executable, "-m", "grm.demo.warm", str(job)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        return proc.returncode or 2
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    warm, recall = lines[:-1], lines[-1]["chat"]
+    rows = [_row(d, c.to_json(), w) for d, c, w in zip(DOCS, cold, warm)]
+    chat_row = {"told": [t.user for t in told], "question": CHAT_QUESTION, "answer": recall["answer"],
+                "correct": CHAT_EXPECTED in recall["answer"], "mounted": recall["mounted"],
+                "context_cleared": True, "new_process": True}
+    size = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+    chart = store.parent / "grm-demo-ttft.png"
+    _chart(rows, chart)
+    summary = {"store": str(store), "store_bytes": size, "chart": str(chart), "rows": rows, "chat": chat_row,
+               "all_correct": all(r["correct_cold"] and r["correct_warm"] for r in rows) and chat_row["correct"]}
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        _report(rows, chat_row, size, chart)
+    if not keep:
+        out(f"(the demo's store, corpus and chart are in {store.parent}; `rm -r {store.parent}` removes them)")
+    return 0
+
+
+def _row(doc: DemoDoc, c: dict, w: dict) -> dict:
+    exp = doc.expected.lower()
+    return {
+        "document": doc.name, "doc_tokens": w["tokens_from_memory"], "question": doc.question,
+        "expected": doc.expected, "cold_answer": c["answer"], "warm_answer": w["answer"],
+        "correct_cold": exp in c["answer"].lower(), "correct_warm": exp in w["answer"].lower(),
+        "cold_ttft_s": round(c["ttft_s"], 4), "warm_ttft_s": round(w["ttft_s"], 4),
+        "speedup": round(c["ttft_s"] / max(w["ttft_s"], 1e-9), 1),
+        "tokens_from_memory": w["tokens_from_memory"], "prompt_tokens": w["prompt_tokens"],
+    }
+
+
+def _report(rows: list[dict], chat: dict, size: int, chart: Path) -> None:
+    width = shutil.get_terminal_size((80, 24)).columns
+    headers = ("document", "question", "answer (warm)", "right", "TTFT cold", "TTFT warm", "speed-up", "from memory")
+    cells = [(r["document"], r["question"], r["warm_answer"], _right(r), f"{r['cold_ttft_s']:.2f} s",
+              f"{r['warm_ttft_s']:.2f} s", f"{r['speedup']:.1f}x", f"{r['tokens_from_memory']}/{r['prompt_tokens']}")
+             for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    if sys.stdout.isatty() and sum(widths) + 3 * len(widths) <= width:
+        print("\nCold (the model reads the document) vs warm (a new process loads its K/V from the store):")
+        print(" | ".join(h.ljust(w) for h, w in zip(headers, widths)))
+        print("-+-".join("-" * w for w in widths))
+        for c in cells:
+            print(" | ".join(v.ljust(w) for v, w in zip(c, widths)))
+    else:  # not a terminal, or too narrow: one record per line
+        print("\nCold (the model reads the document) vs warm (a new process loads its K/V from the store):")
+        for c in cells:
+            print("; ".join(f"{h}: {v}" for h, v in zip(headers, c)))
+    print(f"\nMemory chat, live context cleared every turn: told {chat['told'][0]!r}; a new process asked "
+          f"{chat['question']!r} -> {chat['answer']!r} ({'right' if chat['correct'] else 'WRONG'}).")
+    print(f"Store: {size / 1e6:.1f} MB on disk. Chart: {chart}")
+
+
+def _right(r: dict) -> str:
+    return "yes" if r["correct_warm"] and r["correct_cold"] else f"cold {r['correct_cold']}, warm {r['correct_warm']}"
+
+
+def _chart(rows: list[dict], path: Path) -> None:
+    """Grouped bars: cold vs warm time to first token per document size (PNG, Pillow)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    w, h, pad = 760, 440, 70
+    img = Image.new("RGB", (w, h), "white")
+    d = ImageDraw.Draw(img)
+    font, small = ImageFont.load_default(size=18), ImageFont.load_default(size=14)
+    d.text((pad, 14), "GRM: time to first token, cold vs warm (new process)", fill="black", font=font)
+    top = max(max(r["cold_ttft_s"], r["warm_ttft_s"]) for r in rows) * 1.15 or 1.0
+    base, height = h - pad, h - 2 * pad - 10
+    d.line((pad, base, w - 20, base), fill="black")
+    d.line((pad, base, pad, pad), fill="black")
+    group = (w - pad - 40) / len(rows)
+    for i, r in enumerate(rows):
+        x = pad + 20 + i * group
+        for j, (key, color) in enumerate((("cold_ttft_s", "#c0504d"), ("warm_ttft_s", "#4f81bd"))):
+            bar = r[key] / top * height
+            x0 = x + j * (group * 0.35)
+            d.rectangle((x0, base - bar, x0 + group * 0.3, base), fill=color)
+            d.text((x0, base - bar - 18), f"{r[key]:.2f} s", fill="black", font=small)
+        d.text((x, base + 8), f"{r['doc_tokens']} tokens ({r['speedup']:.0f}x)", fill="black", font=small)
+    d.rectangle((w - 200, 50, w - 186, 64), fill="#c0504d")
+    d.text((w - 180, 48), "cold (reads it all)", fill="black", font=small)
+    d.rectangle((w - 200, 72, w - 186, 86), fill="#4f81bd")
+    d.text((w - 180, 70), "warm (K/V from store)", fill="black", font=small)
+    img.save(path)

@@ -175,8 +175,10 @@ class ExactMemory:
         return None
 
     # ----- ingest ------------------------------------------------------------------------------
-    def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None) -> IngestResult:
-        """Store the chain blocks of `text` (idempotent; resumes where a killed ingest stopped)."""
+    def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None,
+               document: bool = True) -> IngestResult:
+        """Store the chain blocks of `text` (idempotent; resumes where a killed ingest stopped), and
+        the document record unless `document` is False (the caller writes it)."""
         sinks = self.sinks()
         limit = self.dialect.max_positions - self.config.window_reserve - sinks.tokens
         blocks, fps, truncated = self._plan(text, limit)
@@ -203,10 +205,19 @@ class ExactMemory:
                     progress(1)
         elif progress:
             progress(len(blocks))
-        data = text.encode()
-        self.store.put(self.tenant, DOCUMENT, hashlib.sha256(data).hexdigest(), payload=data,
-                       meta={"name": name, "layout": "chain", "blocks": fps, "bytes": len(data)})
+        if document:
+            self.put_document(text, name, "chain", fps)
         return IngestResult(name, len(blocks), computed, sum(len(b.ids) for b in blocks), truncated, fps)
+
+    def put_document(self, text: str, name: str, layout: str, blocks: list[str],
+                     sections: list[str] | None = None) -> None:
+        """The document itself, byte-exact, naming its chain blocks and/or sections (the one place
+        a document record is written, so a `both` ingest lists both)."""
+        data = text.encode()
+        meta = {"name": name, "layout": layout, "blocks": blocks, "bytes": len(data)}
+        if sections is not None:
+            meta["sections"] = sections
+        self.store.put(self.tenant, DOCUMENT, hashlib.sha256(data).hexdigest(), payload=data, meta=meta)
 
     def chain_fingerprint(self, parent: str, text: str, ids: list[int]) -> str:
         """The key of a block of this tenant read after `parent` (a block key or the sinks')."""

@@ -24,6 +24,7 @@ generated. Exact mode (a prompt given) never abstains.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -119,7 +120,7 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
     """[sinks | stored blocks the prompt starts with | the rest]. Blocks matched but not served (a
     check failed) are read one block per forward call with their stored ids, so the result is
     bit-identical to a clean load; the rest is tokenized on its own. With `store_prompt` the rest
-    is cut into chain blocks (as ingest cuts a document) and each stored after it is read."""
+    is cut into chain blocks (`prompt_blocks`) and each is stored after it is read."""
     ex, tok = ctx.exact, ctx.lm.tokenizer
     prefix = ex.load_prefix(prompt, matched)
     kv, from_memory = prefix.kv, prefix.tokens
@@ -129,7 +130,7 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
         if store_prompt and not prefix.pending:
             parent = prefix.blocks[-1].key if prefix.blocks else ex.sink_fp
             seat = prefix.tokens
-            for block in split_blocks(prefix.rest, tok, ctx.config.block_tokens):
+            for block in prompt_blocks(prefix.rest, tok, ctx.config.block_tokens):
                 runs.append(list(block.ids))
                 to_store.append((parent, seat, block.text, list(block.ids)))
                 parent = ex.chain_fingerprint(parent, block.text, list(block.ids))
@@ -143,6 +144,25 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
     arena = Arena(cache_from_kv(kv), kv.tokens, from_memory=from_memory)
     mounted = [block_mount(r, i) for i, r in enumerate(prefix.blocks)]
     return Ready(arena, runs, "exact", mounted, blocks_to_store=to_store, prefix=prefix)
+
+
+_LINE_START = re.compile(r"(?<=\n)(?=\S)")  # a line's first character after a newline
+
+
+def prompt_segments(text: str, tail_lines: int = 2) -> list[str]:
+    """A prompt's new text cut before its last `tail_lines` line starts, so what varies between
+    requests (the question, the latest message, the assistant marker) sits in blocks of its own and
+    the stable text before it (a document, the earlier turns) is stored in blocks the next request
+    shares: `DOC\n\n| Question: X\n| Answer:`, or `...turns| <|im_start|>user\n...| <|im_start|>assistant\n`."""
+    cuts = [m.start() for m in _LINE_START.finditer(text) if 0 < m.start() < len(text)][-tail_lines:]
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def prompt_blocks(text: str, tok, budget: int) -> list:
+    """The chain blocks `store_prompt` cuts a prompt's new text into: its segments
+    (`prompt_segments`), each cut as ingest cuts a document."""
+    return [b for seg in prompt_segments(text) for b in split_blocks(seg, tok, budget)]
 
 
 def block_mount(rec, rank: int = 0, score: float = 1.0) -> dict:
@@ -262,6 +282,7 @@ class Generated:
     ttft_s: float
     prompt_tokens: int  # seats in context before generation
     start: int  # the seat where the text read after memory began
+    finish_reason: str = "stop"  # stop (end of turn or a stop string) | length | cancelled
 
 
 def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
@@ -274,9 +295,18 @@ def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
         seat += len(ids)
     if ready.blocks_to_store:
         harvest_blocks(ctx, arena, ready.blocks_to_store)
+    cancelled = []
+    on_token = gen.on_token
+    if on_token is not None:
+        def on_token(delta: str, _send=gen.on_token) -> bool | None:
+            go = _send(delta)
+            if go is False:
+                cancelled.append(True)
+            return go
     text, ids, ttft = greedy(model, ctx.lm.tokenizer, arena.cache, logits, seat, gen.max_new_tokens, t0,
-                             gen.stops, blank_line_ends=not gen.chat, on_token=gen.on_token)
-    return Generated(text, ids, ttft, seat, start)
+                             gen.stops, blank_line_ends=not gen.chat, on_token=on_token)
+    finish = "cancelled" if cancelled else "length" if len(ids) >= gen.max_new_tokens else "stop"
+    return Generated(text, ids, ttft, seat, start, finish)
 
 
 def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str, list[int]]]) -> None:
@@ -306,5 +336,5 @@ def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
         answer=out.text, mode=ready.mode, ttft_s=out.ttft_s, total_s=time.perf_counter() - t0,
         prompt_tokens=out.prompt_tokens, tokens_from_memory=from_memory,
         tokens_computed=out.prompt_tokens - from_memory, mounted=ready.mounted, lossy=ready.lossy,
-        fallback=ready.fallback,
+        fallback=ready.fallback, completion_tokens=len(out.ids), finish_reason=out.finish_reason,
     )

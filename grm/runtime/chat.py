@@ -30,6 +30,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+import torch
+
 from grm.errors import UserInputError
 from grm.grafts import build
 from grm.grafts.floor import asks_memory
@@ -96,6 +98,7 @@ class ChatSession:
             if not fact.graft:
                 self.glue.policy.attach_graft(fact.id, self.glue.fact_graft(fact))
 
+    @torch.no_grad()  # grad mode is per thread: a server's worker thread needs it too
     def send(self, text: str) -> Reply:
         """One turn: route, mount, answer, harvest. UserInputError on an empty or oversized turn."""
         if not isinstance(text, str) or not text.strip():

@@ -26,6 +26,8 @@ class Answer:
     lossy: bool = False  # True if anything served was not exact (never for exact hits)
     abstained: bool = False  # memory held nothing on the question, and the answer says so
     fallback: str | None = None  # why the asked mode fell back to another (None: it did not)
+    completion_tokens: int = 0  # tokens generated
+    finish_reason: str = "stop"  # stop (end of turn or a stop string) | length | cancelled
 
     def to_json(self) -> dict:
         return asdict(self)

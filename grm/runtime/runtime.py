@@ -31,7 +31,7 @@ from grm.runtime import answer as pipeline
 from grm.runtime.answer import Context, Generation, Ready, question_text
 from grm.runtime.chat import ChatSession
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig
-from grm.runtime.files import collect
+from grm.runtime.files import Document, collect
 from grm.runtime.generate import Answer
 from grm.runtime.policy_glue import PolicyGlue
 from grm.sections import SectionConfig, SectionMemory
@@ -110,24 +110,39 @@ class Runtime:
         start with a document and sections for questions over the corpus, sharing their first
         block; `chain`; `sections`). Raises UserInputError if nothing could be ingested; skips
         (with a warning) empty or binary files."""
-        if layout not in LAYOUTS:
-            raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
         if isinstance(paths, (str, Path)):
             paths = [paths]
         docs = collect(list(paths))
         if not docs:
             raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
+        return self._ingest(docs, layout, progress)
+
+    def ingest_text(self, text: str, name: str, layout: str = "both", progress: bool = False) -> IngestResult:
+        """Store one document given as text (the server's documents endpoint); as `ingest`."""
+        if not isinstance(text, str) or not text.strip():
+            raise UserInputError(f"document {name!r} is empty")
+        return self._ingest([Document(name, text)], layout, progress)[0]
+
+    def _ingest(self, docs: list[Document], layout: str, progress: bool) -> list[IngestResult]:
+        if layout not in LAYOUTS:
+            raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
         chain, sections = layout in ("chain", "both"), layout in ("sections", "both")
         total = sum((self.exact.plan_blocks(d.text) if chain else 0) + (self.sections.plan(d.text) if sections else 0)
                     for d in docs)
         results = []
-        with tqdm(total=total, desc="ingest", unit="block", disable=not progress, leave=False) as bar:
+        with torch.no_grad(), tqdm(total=total, desc="ingest", unit="block", disable=not progress,
+                                   leave=False) as bar:
             for doc in docs:
-                res = self.exact.ingest(doc.text, doc.name, progress=bar.update) if chain else None
+                res = self.exact.ingest(doc.text, doc.name, bar.update, document=False) if chain else None
                 if sections:  # each section, read alone after the sinks, is also a graft
-                    sec = self.sections.ingest(doc.text, doc.name, progress=bar.update)
+                    sec = self.sections.ingest(doc.text, doc.name, bar.update, document=False)
                     self.grafts.adopt_blocks(doc.name, sec.keys)
-                    res = sec if res is None else replace(res, computed=res.computed + sec.computed)
+                self.exact.put_document(doc.text, doc.name, layout, res.keys if res else [],
+                                        sec.keys if sections else None)
+                if res is None:
+                    res = sec
+                elif sections:
+                    res = replace(res, computed=res.computed + sec.computed)
                 if res.truncated_bytes:
                     log.warning("%s: %d bytes past the model's window were not stored as chain blocks",
                                 doc.name, res.truncated_bytes)
@@ -155,8 +170,9 @@ class Runtime:
         if max_new_tokens is not None and max_new_tokens < 1:
             raise UserInputError("max_new_tokens must be >= 1")
         gen = Generation(max_new_tokens or self.config.max_new_tokens, tuple(stop), chat, on_token)
-        ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory)
-        answer = pipeline.answer(self.ctx, ready, gen, t0)
+        with torch.no_grad():  # grad mode is per thread: a server's worker thread needs it too
+            ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory)
+            answer = pipeline.answer(self.ctx, ready, gen, t0)
         if ready.routed:
             self.residency.end_turn()
         return answer

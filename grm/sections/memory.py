@@ -9,7 +9,6 @@ as a `document` record.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -19,7 +18,7 @@ from grm.kv.forward import prefill
 from grm.route import CHANNELS, Hit, LexicalConfig, combine, search
 from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, routing_key, score
 from grm.store import Record
-from grm.store.kinds import BLOCK, DOCUMENT
+from grm.store.kinds import BLOCK
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,10 @@ class SectionMemory:
     def plan(self, text: str) -> int:
         return len(split_blocks(text, self.exact.lm.tokenizer, self.config.section_tokens))
 
-    def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None) -> IngestResult:
-        """Store each section's K/V (read after the sinks alone); idempotent and resumable."""
+    def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None,
+               document: bool = True) -> IngestResult:
+        """Store each section's K/V (read after the sinks alone); idempotent and resumable. The
+        document record too, unless `document` is False (the caller writes it)."""
         ex = self.exact
         sinks = ex.sinks()
         seat = sinks.tokens
@@ -71,9 +72,8 @@ class SectionMemory:
                 computed += 1
             if progress:
                 progress(1)
-        data = text.encode()
-        ex.store.put(ex.tenant, DOCUMENT, hashlib.sha256(data).hexdigest(), payload=data,
-                     meta={"name": name, "layout": "sections", "blocks": fps, "bytes": len(data)})
+        if document:
+            ex.put_document(text, name, "sections", fps)
         return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections), keys=fps)
 
     def select(self, question: str, k: int = 1, channel: str | None = None) -> list[Hit]:

@@ -25,6 +25,7 @@ from grm.errors import UserInputError
 from grm.exact import split_blocks
 from grm.kv import new_cache
 from grm.kv.forward import prefill
+from grm.runtime.answer import prompt_blocks
 from tests.conftest import lorem
 
 DOC = lorem(6, seed=11)
@@ -47,13 +48,23 @@ def test_store_prompt_makes_the_next_turn_hit_its_history_bit_identically(make_r
     assert a1.tokens_from_memory == len(tok.sink_ids)  # nothing stored yet
     second = first + " ok.\nUser: and the harbor?\nAssistant:"
     a2 = rt.ask(second, mode="exact", max_new_tokens=2)
-    blocks = split_blocks(first, tok, 48)
-    assert len(blocks) > 2
+    blocks = prompt_blocks(first, tok, 48)
+    assert len(blocks) > 2 and blocks[-1].text == "Assistant:"  # what varies sits in blocks of its own
     assert a2.tokens_from_memory == len(tok.sink_ids) + sum(len(b.ids) for b in blocks)
     assert a2.tokens_computed == len(tok.encode(second[len(first):]))
     _cache, warm, _seat, _mem, prefix = rt.exact_context(second)
     cold = cold_segmented_logits(rt, [list(b.ids) for b in blocks] + [tok.encode(second[len(first):])])
     assert len(prefix.blocks) == len(blocks) and torch.equal(warm, cold)
+
+
+def test_another_question_on_a_pasted_document_reuses_the_document(make_runtime):
+    rt = make_runtime(block_tokens=48)
+    tok = rt.lm.tokenizer
+    doc = DOC[:300] + "\n"
+    rt.ask(doc + "\nQuestion: which harbor?\nAnswer:", mode="exact", store_prompt=True, max_new_tokens=1)
+    b = rt.ask(doc + "\nQuestion: which station?\nAnswer:", mode="exact", max_new_tokens=1)
+    shared = doc + "\n"  # the document and the blank line before the question: its own segment
+    assert b.tokens_from_memory == len(tok.sink_ids) + sum(len(x.ids) for x in split_blocks(shared, tok, 48))
 
 
 def test_streamed_deltas_add_up_to_the_answer_and_false_cancels(make_runtime, tmp_path):
