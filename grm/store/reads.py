@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import re
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -204,7 +205,15 @@ class StoreReads:
             return
         stored = Catalog(self._fs, self._fs.os_path(path), read_only=True)
         try:
-            yield stored
+            try:
+                behind = (stored.lsn() or 0) < self._last_lsn
+            except sqlite3.OperationalError:  # cannot be read read-only now (a hot WAL): not judged
+                behind = True
+            except sqlite3.DatabaseError:
+                behind = False  # malformed: find() reports catalog_ok false
+            # Behind the log is what a killed writer leaves (it appends to the log, then the
+            # catalog): derived data the next writer's open rebuilds, not damage. Ahead is.
+            yield None if behind else stored
         finally:
             stored.close()
             lock.release()

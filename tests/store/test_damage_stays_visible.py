@@ -101,3 +101,27 @@ def test_fsck_report_carries_catalog_ok_already_damaged_and_lost(root: Path) -> 
     with Store.open(StoreConfig(root, read_only=True)) as r:
         assert r.fsck().catalog_ok is False
     assert _fsck_exit(root) == 1
+
+
+def test_read_only_fsck_after_a_killed_writer_does_not_call_a_lagging_catalog_damage(root: Path) -> None:
+    """A writer killed between its log append and its catalog update leaves the catalog behind
+    the log: derived data the next writer rebuilds, not damage. A catalog that is not a database
+    at all is damage."""
+    with Store.open(StoreConfig(root)) as s:
+        s.put("t", "doc", "d", text="harbor")
+        s.put("t", "doc", "e", text="seal")
+    con = sqlite3.connect(root / "catalog.sqlite")
+    con.execute("UPDATE catalog_meta SET v = '2' WHERE k = 'lsn'")
+    con.execute("DELETE FROM rows WHERE key = 'e'")
+    con.commit()
+    con.close()
+    with Store.open(StoreConfig(root, read_only=True)) as r:
+        rep = r.fsck()
+        assert rep.catalog_ok and not rep.catalog_checked
+    assert _fsck_exit(root) == 0
+    for suffix in ("-wal", "-shm"):
+        (root / f"catalog.sqlite{suffix}").unlink(missing_ok=True)
+    (root / "catalog.sqlite").write_bytes(b"not a database " * 300)
+    with Store.open(StoreConfig(root, read_only=True)) as r:
+        assert r.fsck().catalog_ok is False
+    assert _fsck_exit(root) == 1
