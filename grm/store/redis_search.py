@@ -1,8 +1,10 @@
 """Ranked lexical search and per-tenant figures for the Redis backend, computed in the client
 over one tenant's rows (one HVALS). The local store ranks with SQLite FTS5's BM25; this is the
-same formula (Okapi BM25, k1 = 1.2, b = 0.75, FTS5's IDF floor) over the same tokens (Unicode
-word characters, case-folded, as FTS5's unicode61 tokenizer splits them for plain text), so a
-query ranks rows the same way on both backends.
+same formula (Okapi BM25, k1 = 1.2, b = 0.75, FTS5's IDF floor, its row lengths) over the same
+tokens (Unicode word characters, case-folded, as FTS5's unicode61 tokenizer splits plain text),
+so a query ranks rows the same way, with the same scores, on both backends when one tenant holds
+the store (tests/scale/test_redis_search.py). FTS5's statistics span every tenant of a local
+store; here they span the tenant's own rows (no tenant's words weigh on another's ranking).
 
 Cost: one pass over the tenant's active rows with text per query (no server-side index): fine
 for thousands of rows, linear beyond (bench/results/scale.md measures the local store only).
@@ -20,6 +22,7 @@ from grm.store.record import Record
 _WORD = re.compile(r"\w+")
 K1, B = 1.2, 0.75
 MAX_QUERY_TOKENS = 64  # as the local store
+TAG_TOKENS = 1  # the local catalog indexes a tenant tag beside the text: FTS5 counts it in lengths
 
 
 def tokens(text: str) -> list[str]:
@@ -29,22 +32,28 @@ def tokens(text: str) -> list[str]:
 def bm25(rows: Iterable[Record], query: str, kind: str | None = None,
          limit: int = 10) -> list[tuple[Record, float]]:
     """Active rows (of `kind`, if given) whose text holds a word of `query`, best first by BM25
-    (higher is better), ties by LSN."""
-    terms = list(dict.fromkeys(tokens(query)))[:MAX_QUERY_TOKENS]
+    (higher is better), ties by LSN. `rows` are all the tenant's rows: like FTS5's, the
+    statistics (row count, document frequency, average length) count every row, whatever its
+    state or kind, and a row's length counts the catalog's one tenant-tag token too."""
+    # one phrase per distinct word as written, as the local store builds its MATCH ("Frost" and
+    # "frost" are two phrases there, both matching frost), then case-folded as FTS5 folds them
+    terms = [t.casefold() for t in list(dict.fromkeys(_WORD.findall(query)))[:MAX_QUERY_TOKENS]]
     if not terms or limit <= 0:
         return []
-    docs = [(r, Counter(tokens(r.text))) for r in rows
-            if r.state == "active" and r.text and (kind is None or r.kind == kind)]
+    docs = [(r, Counter(tokens(r.text or ""))) for r in rows]
     if not docs:
         return []
     n = len(docs)
-    avg = sum(sum(c.values()) for _, c in docs) / n or 1.0
+    lengths = [sum(c.values()) + TAG_TOKENS for _, c in docs]
+    avg = sum(lengths) / n
     df = {t: sum(1 for _, c in docs if t in c) for t in terms}
     idf = {t: max(math.log((n - d + 0.5) / (d + 0.5)), 1e-6) for t, d in df.items()}  # FTS5's floor
     hits = []
-    for r, c in docs:
-        length = sum(c.values())
+    for (r, c), length in zip(docs, lengths):
+        if r.state != "active" or not r.text or (kind is not None and r.kind != kind):
+            continue
         score = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + K1 * (1 - B + B * length / avg)) for t in terms if t in c)
+        # (terms may repeat after folding: each phrase adds its share, as in FTS5)
         if score > 0:
             hits.append((r, score))
     hits.sort(key=lambda h: (-h[1], h[0].lsn))
