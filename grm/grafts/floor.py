@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from grm.route.lexical import _STOP, _WORD, identifiers
 
-DEFAULT_FLOOR = 0.31  # calibrated on the tuning split of bench/fidelity.py (0.306); see fidelity.md
+DEFAULT_FLOOR = 0.449  # calibrated on the tuning split of bench/fidelity.py; see bench/results/fidelity.md
 ABSTAIN_LINE = "I don't have anything in memory about that."
 OTHER_WEIGHT = 0.25  # a content word outside the question's noun phrases ("ride", "opens") weighs this much
 _ANSWER_KIND = frozenset({"name", "called"})

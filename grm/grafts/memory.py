@@ -34,8 +34,7 @@ class RouteConfig:
     k: int = 3  # at most this many grafts mounted for a query
     seat_budget: int = 1536  # at most this many seats of mounted grafts
     # mount only grafts scoring >= this fraction of the best one, or holding one of the query's
-    # identifiers (a name or number pins a memory down whatever its score), or a live fact (a
-    # turn that asked the same question outscores the fact lexically): a weak second graft
+    # identifiers (a name or number pins a memory down whatever its score): a weak second graft
     # mostly distracts a small model (turn-50 script: 7/8 at 0.6, see bench/results/grafts.md)
     relative_floor: float = 0.75
     # combined channel: mount only grafts the lexical channel found (the dense channel re-ranks
@@ -255,8 +254,8 @@ class GraftMemory:
         for h in hits:
             if len(out) == k:
                 break
-            if h.score < floor and not h.identifiers and h.record.meta.get("kind") != "fact":
-                continue  # a live fact is never dropped for scoring under a turn (truth wins ties)
+            if h.score < floor and not h.identifiers:
+                continue
             g = Graft.from_record(h.record)
             if used + g.tokens > budget or g.id in parents or (g.parent and g.parent in chosen):
                 continue  # over the seat budget, or the parent or a slice of a graft already chosen

@@ -23,15 +23,15 @@ def test_a_turn_holding_a_corrected_value_is_not_routed(make_runtime):
     rt = make_runtime(max_new_tokens=3)
     chat = rt.chat(clear_context=True)
     chat.send("My locker code is 1234.")
-    asked = chat.send("Was the locker code 1234 or 1243, what do you think?")  # holds the old value
-    before = chat.send("What is my locker code?")
+    asked = chat.send("I keep forgetting that locker code 1234 somehow.")  # holds the old value, no fact
+    before = chat.send("Which locker code do I keep forgetting?")
     assert asked.harvested in [m["id"] for m in before.mounted]  # routable while 1234 is true
     assert chat.send("correct memory: locker code 1234 => 5678").changed
-    after = chat.send("What is my locker code?")
+    after = chat.send("Which locker code do I keep forgetting?")
     ids = [m["id"] for m in after.mounted]
-    assert asked.harvested not in ids and before.harvested not in ids
+    assert asked.harvested not in ids
     live = [f for f in chat.glue.policy.facts() if f.value == "5678"]
-    assert live and live[0].graft in ids
+    assert live and live[0].graft in [m["id"] for m in chat.send("What is my locker code?").mounted]
 
 
 def test_chat_abstains_on_a_question_memory_holds_nothing_on(make_runtime):
