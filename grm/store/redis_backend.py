@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from grm.errors import StoreError, UserInputError
 from grm.store.fsck import FsckReport
@@ -356,8 +357,12 @@ class RedisStore:
 
     def stats(self) -> dict:
         rows = list(self.records())
-        return {"backend": "redis", "url": self.config.url, "namespace": self.config.namespace,
-                "records": len(rows), "tenants": tenant_kinds(rows), "last_lsn": int(self._r.get(self._k("lsn")) or 0),
+        where = urlsplit(self.config.url)  # no credentials in what stats print
+        return {"backend": "redis", "url": f"{where.scheme}://{where.hostname}:{where.port or 6379}{where.path}",
+                "namespace": self.config.namespace,
+                "root": f"{where.scheme}://{where.hostname}:{where.port or 6379}/{self.config.namespace}",
+                "durability": "the Redis server's (appendonly / appendfsync)", "encrypted": False,
+                "compressed": False, "records": len(rows), "tenants": tenant_kinds(rows), "last_lsn": int(self._r.get(self._k("lsn")) or 0),
                 "leases_held": sorted(self._held), "counters": dict(self.counters)}
 
     @property

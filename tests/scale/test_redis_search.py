@@ -3,6 +3,7 @@ store's FTS5 BM25 does: same rows, same queries -> same order and the same score
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 
@@ -38,3 +39,12 @@ def test_redis_ranks_as_fts5_bm25(redis_url, tmp_path):
     finally:
         local.close()
         shared.close()
+
+
+
+def test_stats_name_the_location_without_credentials(redis_url):
+    host = redis_url.split("://", 1)[1].rsplit("/", 1)[0]
+    with open_backend(f"redis://default:hunter2@{host}/creds") as s:  # the default user takes any password
+        st = s.stats()
+    assert "hunter2" not in json.dumps(st) and st["root"] == f"redis://{host}/creds"
+    assert st["encrypted"] is False and "Redis server" in st["durability"]
