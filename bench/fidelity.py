@@ -83,6 +83,19 @@ UPDATES = {
     ],
 }
 
+# updates the rules were not written for (no rule reads them): the model-backed extractor's test
+# (statement, update, old value, new value); written once, never used to change the prompt
+HARD_UPDATES = [
+    ("My bank is Chase.", "These days my money sits with Ally rather than Chase.", "Chase", "Ally"),
+    ("My dentist is Dr. Okafor.", "I see Dr. Lindqvist for my teeth now instead of Dr. Okafor.", "Okafor", "Lindqvist"),
+    ("The launch is in May.", "The launch won't happen in May after all; June is the new target.", "May", "June"),
+    ("Our office is in Denver.", "We closed the Denver office and reopened in Austin.", "Denver", "Austin"),
+    ("My gym is Ironworks.", "I quit Ironworks and joined Pulse.", "Ironworks", "Pulse"),
+    ("The gate code is 5521.", "They reset the gate code, 5521 won't work any more; use 8830.", "5521", "8830"),
+    ("My manager is Priya.", "Priya left, so Oskar manages me now.", "Priya", "Oskar"),
+    ("The team lead is Marta.", "Marta handed the team lead role over to Bruno.", "Marta", "Bruno"),
+]
+
 # (statement, question, `correct memory:` line, old value, new value)
 CORRECTIONS = [
     ("My locker code is 1234.", "What is my locker code?", "correct memory: locker code 1234 => 5678", "1234", "5678"),
@@ -192,6 +205,34 @@ def corrections(rt) -> dict:
             "in_context_new": sum(r["in_context_new"] for r in rows), "n": len(rows)}
 
 
+def model_extractor(rt) -> dict:
+    """HARD_UPDATES through the rules alone and through the model-backed extractor (the runtime's
+    model, memory off), each pair on a fresh policy store: is the latest value the live fact?"""
+    from grm.policy import PolicyConfig, PolicyMemory, RuleExtractor
+    from grm.policy.model_extract import ModelUpdateExtractor
+    from grm.store import MemoryFS, Store, StoreConfig
+
+    glue = rt.policy_glue()
+    rows, asked = [], 0
+    for i, (s, u, old, new) in enumerate(HARD_UPDATES):
+        row = {"statement": s, "update": u, "old": old, "new": new}
+        for name in ("rule", "model"):
+            ex = ModelUpdateExtractor(glue.complete) if name == "model" else RuleExtractor()
+            st = Store.open(StoreConfig(root=Path(f"/mem/hard{i}{name}"), fs=MemoryFS()))
+            mem = PolicyMemory(st, PolicyConfig(), extractor=ex)
+            mem.observe(s, evidence_id="b#1", now=1.0)
+            outcomes = mem.observe(u, evidence_id="b#2", now=2.0)
+            row[name] = any(has(f.value, new) for f in mem.facts(3.0)) and not any(has(f.value, old) for f in mem.facts(3.0))
+            row[f"{name}_outcome"] = [o.action for o in outcomes]
+            if name == "model":
+                asked += ex.asked
+            st.close()
+        rows.append(row)
+    return {"rows": rows, "rule": sum(r["rule"] for r in rows), "model": sum(r["model"] for r in rows),
+            "n": len(rows), "model_calls": asked,
+            "review": sum("review" in r["model_outcome"] for r in rows)}
+
+
 def calibrate(points: list[tuple[float, bool, bool]]) -> float:
     """The floor for (support, identifier found, answerable) points: the one that abstains on the
     most unanswerable questions while abstaining on at most 5% of answerable ones (ties: the
@@ -284,6 +325,14 @@ def _table(res: dict) -> list[str]:
     for r in c["rows"]:
         out.append(f"| `{r['correction']}` | {'STALE ' if r['stale'] else ''}{r['answer'][:40]!r} | "
                    f"{'STALE ' if r['in_context_stale'] else ''}{r['in_context'][:40]!r} |")
+    m = res["model_extractor"]
+    out += ["", f"Model-backed extractor (`extractor=\"model\"`, off by default): {m['n']} updates no rule reads "
+            f"(HARD_UPDATES, written once), the fact's live value afterwards: rules {_pct(m['rule'], m['n'])}, "
+            f"rules + model {_pct(m['model'], m['n'])} ({m['model_calls']} model calls, {m['review']} held for review).", "",
+            "| update | rules | rules + model |", "|---|---|---|"]
+    for r in m["rows"]:
+        out.append(f"| {r['update']} | {'ok' if r['rule'] else 'no'} | {'ok' if r['model'] else 'no'} "
+                   f"({', '.join(r['model_outcome']) or 'nothing'}) |")
     a = res["abstention"]
     ch = a["chat"]
     out += ["", "## Abstention", "",
@@ -324,6 +373,7 @@ def main(args: argparse.Namespace) -> int:
         tmp = Path(d)
         with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24) as rt:
             res["updates"] = [updates(rt.for_tenant(split), split) for split in UPDATES]
+            res["model_extractor"] = model_extractor(rt)
         print("updates done", file=sys.stderr)
         with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24) as rt:
             res["corrections"] = corrections(rt)

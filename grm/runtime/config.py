@@ -60,6 +60,9 @@ class RuntimeConfig:
     # `abstain_line` ("abstained": true), not generated; 0 turns it off
     abstain_floor: float = DEFAULT_FLOOR
     abstain_line: str = ABSTAIN_LINE
+    # facts from chat turns: "rule" (grm/policy/extract.py) or "model" (the rules, plus the model
+    # for update-sounding sentences they read no update in: grm/policy/model_extract.py)
+    extractor: str = "rule"
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
 
@@ -93,4 +96,6 @@ class RuntimeConfig:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
         if not 0 <= self.abstain_floor <= 1 or not self.abstain_line.strip():
             raise UserInputError("abstain floor must be in [0, 1] and the abstain line not empty")
+        if self.extractor not in ("rule", "model"):
+            raise UserInputError(f"bad extractor {self.extractor!r}: rule or model")
         check_names(self.device, self.dtype)  # a CUDA device that is not there: ModelError at load

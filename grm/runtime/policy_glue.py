@@ -25,6 +25,7 @@ from grm.grafts import Graft, Routed
 from grm.kv import cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
 from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory
+from grm.policy.model_extract import ModelUpdateExtractor
 from grm.policy.stale import stale_text, stale_values
 from grm.route import LexicalConfig, search
 from grm.store.kinds import GRAFT
@@ -48,8 +49,9 @@ class PolicyGlue:
         for the tenant (grm/policy/memory.py). A chat moves it to its session (`begin`)."""
         self.ctx, self.store = ctx, store
         self.session: str | None = None
-        self.policy = PolicyMemory(store, PolicyConfig(tenant=ctx.config.tenant), grafter=self.fact_graft,
-                                   culler=self.cull)
+        extractor = ModelUpdateExtractor(self.complete) if ctx.config.extractor == "model" else None
+        self.policy = PolicyMemory(store, PolicyConfig(tenant=ctx.config.tenant), extractor=extractor,
+                                   grafter=self.fact_graft, culler=self.cull)
         self.fold_results: list[FoldResult] = []
 
     def begin(self, session: str | None, policy: dict | None = None) -> None:
@@ -59,6 +61,13 @@ class PolicyGlue:
         self.policy.configure(session=session, **(policy or {}))
 
     # ----- facts -------------------------------------------------------------------------------
+    def complete(self, prompt: str, max_new: int = 24) -> str:
+        """The model's greedy continuation of `prompt`, memory off (the model-backed extractor's)."""
+        from grm.runtime.answer import Generation, answer, plan_cold
+
+        t0 = time.perf_counter()
+        return answer(self.ctx, plan_cold(self.ctx, prompt, max_new), Generation(max_new), t0).answer
+
     def read_alone(self, text: str, kind: str, salt: str, extra: dict) -> Graft:
         ctx = self.ctx
         sinks = ctx.exact.sinks()
