@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["Answer", "Runtime", "__version__"]
+__all__ = ["Answer", "Runtime", "RuntimeConfig", "__version__"]
 
 
 def __getattr__(name: str) -> object:
@@ -12,4 +12,8 @@ def __getattr__(name: str) -> object:
         from grm import runtime
 
         return getattr(runtime, name)
+    if name == "RuntimeConfig":
+        from grm.runtime.config import RuntimeConfig
+
+        return RuntimeConfig
     raise AttributeError(name)

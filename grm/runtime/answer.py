@@ -146,6 +146,39 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
     return Ready(arena, runs, "exact", mounted, blocks_to_store=to_store, prefix=prefix)
 
 
+def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prompt: bool = False) -> Ready:
+    """A conversation with memory (the server's chat completions): `[sinks | the history, exact |
+    grafts routed for `recall` | the prompt's last part]`. The history (the prompt up to the line
+    where `recall`, the latest user message, starts) is served and stored as in `plan_exact`, so
+    the next turn hits it; the routed grafts are re-seated after it and the last part is read after
+    them (it is not stored: it was read with memory mounted, and is stored as history next turn).
+    Without a routed graft (or when the floor says memory holds nothing on it) this is `plan_exact`."""
+    at = prompt.rfind(recall) if recall.strip() else -1
+    split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0
+    routed = route_grafts(ctx, recall) if split > 0 else []
+    # an earlier exchange that asked this very message adds nothing but its old answer (an echo)
+    routed = [r for r in routed if not (r.graft.kind == "evidence" and recall.strip() in r.graft.text)]
+    if routed and ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(recall, routed).abstain:
+        routed = []
+    if not routed:
+        return plan_exact(ctx, prompt, max_new, store_prompt)
+    history = plan_exact(ctx, prompt[:split], max_new, store_prompt)
+    cache, seat = history.arena.cache, history.arena.seat
+    for ids in history.read:
+        prefill(ctx.lm.model, cache, ids, seat)
+        seat += len(ids)
+    if history.blocks_to_store:
+        harvest_blocks(ctx, history.arena, history.blocks_to_store)
+    mounts = mount_routed(ctx, routed)
+    tail = ctx.lm.tokenizer.encode(prompt[split:])
+    ctx.check_window(seat + sum(len(m.ids) for m in mounts) + len(tail), max_new)
+    base = kv_from_cache(cache)
+    arena = build(ctx.lm.model, ctx.dialect, base, mounts, repair=ctx.config.repair)
+    arena.from_memory += history.arena.from_memory - base.tokens  # only the history's stored part
+    mounted = history.mounted + [graft_mount(r) for r in routed]
+    return Ready(arena, [tail], "exact", mounted, lossy=True, routed=routed, prefix=history.prefix)
+
+
 _LINE_START = re.compile(r"(?<=\n)(?=\S)")  # a line's first character after a newline
 
 

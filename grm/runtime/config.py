@@ -41,7 +41,7 @@ def store_location(store: str | Path | None) -> Path | str:
 @dataclass(frozen=True)
 class RuntimeConfig:
     store: Path | str  # the store directory (created on first write), or redis://HOST:PORT/NAMESPACE
-    cache_dir: Path  # model cache
+    cache_dir: Path = field(default_factory=default_cache_dir)  # model cache ($GRM_CACHE, ~/.cache/grm)
     model: str = DEFAULT_MODEL  # registry name or HF folder path
     tenant: str = "default"  # owner of every record this runtime reads or writes
     threads: int | None = None  # torch threads; None = all cores
@@ -79,6 +79,8 @@ class RuntimeConfig:
                    model=model or DEFAULT_MODEL, **fields)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "store", store_location(self.store))  # `RuntimeConfig(store="~/x")` works
+        object.__setattr__(self, "cache_dir", Path(self.cache_dir).expanduser())
         check_tenant(self.tenant)
         if self.threads is not None and self.threads < 1:
             raise UserInputError("--threads must be >= 1")

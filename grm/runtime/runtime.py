@@ -117,25 +117,29 @@ class Runtime:
             raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
         return self._ingest(docs, layout, progress)
 
-    def ingest_text(self, text: str, name: str, layout: str = "both", progress: bool = False) -> IngestResult:
-        """Store one document given as text (the server's documents endpoint); as `ingest`."""
+    def ingest_text(self, text: str, name: str, layout: str = "both",
+                    progress: bool | Callable[[int], None] = False) -> IngestResult:
+        """Store one document given as text (the server's documents endpoint); as `ingest`.
+        `progress`: a bar on stderr, or a callable told each block done."""
         if not isinstance(text, str) or not text.strip():
             raise UserInputError(f"document {name!r} is empty")
         return self._ingest([Document(name, text)], layout, progress)[0]
 
-    def _ingest(self, docs: list[Document], layout: str, progress: bool) -> list[IngestResult]:
+    def _ingest(self, docs: list[Document], layout: str,
+                progress: bool | Callable[[int], None]) -> list[IngestResult]:
         if layout not in LAYOUTS:
             raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
         chain, sections = layout in ("chain", "both"), layout in ("sections", "both")
         total = sum((self.exact.plan_blocks(d.text) if chain else 0) + (self.sections.plan(d.text) if sections else 0)
                     for d in docs)
         results = []
-        with torch.no_grad(), tqdm(total=total, desc="ingest", unit="block", disable=not progress,
-                                   leave=False) as bar:
+        with torch.no_grad(), tqdm(total=total, desc="ingest", unit="block", leave=False,
+                                   disable=not progress or callable(progress)) as bar:
+            step = progress if callable(progress) else bar.update
             for doc in docs:
-                res = self.exact.ingest(doc.text, doc.name, bar.update, document=False) if chain else None
+                res = self.exact.ingest(doc.text, doc.name, step, document=False) if chain else None
                 if sections:  # each section, read alone after the sinks, is also a graft
-                    sec = self.sections.ingest(doc.text, doc.name, bar.update, document=False)
+                    sec = self.sections.ingest(doc.text, doc.name, step, document=False)
                     self.grafts.adopt_blocks(doc.name, sec.keys)
                 self.exact.put_document(doc.text, doc.name, layout, res.keys if res else [],
                                         sec.keys if sections else None)
@@ -152,7 +156,8 @@ class Runtime:
     # ----- ask ---------------------------------------------------------------------------------
     def ask(self, question: str, mode: str = "auto", max_new_tokens: int | None = None, *,
             stop: tuple[str, ...] | list[str] = (), on_token: Callable[[str], bool | None] | None = None,
-            store_prompt: bool = False, chat: bool = False, memory: bool = True) -> Answer:
+            store_prompt: bool = False, chat: bool = False, memory: bool = True,
+            recall: str | None = None) -> Answer:
         """Answer from memory through the one pipeline (grm/runtime/answer.py).
 
         mode: `exact` reads `question` as the whole prompt after the sinks (stored blocks it starts
@@ -161,7 +166,8 @@ class Runtime:
         store_prompt: store the prompt's new chain blocks (exact mode), so a later prompt that
         starts with it hits; chat: generation ends at end-of-turn, not at a blank line;
         memory=False: read the prompt after computed sinks, loading and storing nothing (the
-        side-by-side baseline)."""
+        side-by-side baseline); recall (exact mode): route memory for this text (the latest user
+        message) and mount what is routed just before the prompt's line that holds it."""
         t0 = time.perf_counter()
         if mode not in ASK_MODES:
             raise UserInputError(f"bad mode {mode!r}: one of {', '.join(ASK_MODES)}")
@@ -171,16 +177,19 @@ class Runtime:
             raise UserInputError("max_new_tokens must be >= 1")
         gen = Generation(max_new_tokens or self.config.max_new_tokens, tuple(stop), chat, on_token)
         with torch.no_grad():  # grad mode is per thread: a server's worker thread needs it too
-            ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory)
+            ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall)
             answer = pipeline.answer(self.ctx, ready, gen, t0)
         if ready.routed:
             self.residency.end_turn()
         return answer
 
-    def _plan(self, text: str, mode: str, max_new: int, store_prompt: bool, memory: bool) -> Ready:
+    def _plan(self, text: str, mode: str, max_new: int, store_prompt: bool, memory: bool,
+              recall: str | None = None) -> Ready:
         ctx = self.ctx
         if not memory:
             return pipeline.plan_cold(ctx, text, max_new)
+        if recall is not None and mode == "exact":
+            return pipeline.plan_recall(ctx, text, recall, max_new, store_prompt)
         matched = self.exact.match(text) if mode in ("auto", "exact") else None
         if mode == "auto":
             mode = "exact" if matched[0] else "exact-section"
@@ -206,6 +215,21 @@ class Runtime:
         if next(iter(self.store.records(tenant, DOCUMENT)), None) is None and not self.grafts.grafts():
             raise UserInputError(f"the store at {self.config.store} holds no documents or memories for tenant "
                                  f"{tenant!r}: run `grm ingest PATH` first")
+
+    def remember_exchange(self, user: str, reply: str, session: str, turn: int = 1) -> str:
+        """Store a served exchange as an evidence graft (the chat's turn format, read alone after the
+        sinks, so it carries nothing of what was mounted when it was answered) and let the policy
+        plane extract the facts the user stated. Returns the graft id; `evidence_id(session, turn)`
+        names it to the policy plane."""
+        from grm.runtime.chat import TURN_END, TURN_PROMPT
+        from grm.runtime.policy_glue import evidence_id
+
+        glue = self.policy_glue()
+        text = TURN_PROMPT.format(text=user.strip()) + " " + reply.strip() + TURN_END
+        with torch.no_grad():
+            g = glue.read_alone(text, "evidence", f"{session}:{turn}", {"session": session, "turn": turn})
+        glue.policy.observe(user, evidence_id=evidence_id(session, turn))
+        return g.id
 
     def chat(self, clear_context: bool = False, window_turns: int = 4, fold: bool = False,
              digester=None, policy: dict | None = None) -> ChatSession:

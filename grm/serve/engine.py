@@ -285,9 +285,9 @@ class Engine:
         if job.cancelled.is_set():
             finish = "cancelled"
         if req.user_text and req.memory and finish != "cancelled":
-            mem.observe(req.user_text, rid)  # the exchange is evidence: facts the user stated
-        # TODO(issue 12, lead): mount routed grafts for the latest user message once the answer
-        # pipeline takes them in exact mode (rt.ask(..., grafts_for=req.user_text) or similar).
+            # the exchange is evidence: a graft of its own (routed for later requests) and the
+            # facts the user stated
+            rt.remember_exchange(req.user_text, ans.answer, rid)
         ext = {"mode": ans.mode, "tokens_from_memory": ans.tokens_from_memory,
                "tokens_computed": ans.tokens_computed, "mounted": list(ans.mounted), "lossy": bool(ans.lossy),
                "abstained": bool(getattr(ans, "abstained", False)), "fallback": getattr(ans, "fallback", None),
@@ -304,11 +304,13 @@ class Engine:
         """The runtime call. Exact mode (every chat, and completions by default): the prompt as given
         after the sinks, the stored blocks it starts with loaded, its new blocks stored after
         answering (a conversation's history hits on its next request), ended only by end-of-turn,
-        a stop string or max_tokens. Another mode (completions' `grm.mode`) asks the prompt as a
+        a stop string or max_tokens; for a chat, grafts routed for the latest user message (earlier
+        exchanges, facts, documents) are mounted just before it (`recall`). Another mode (completions' `grm.mode`) asks the prompt as a
         question over memory, as `grm ask --mode` does."""
         exact = req.mode == "exact"
+        recall = req.user_text if exact and req.memory and req.user_text else None
         return rt.ask(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens, stop=req.stops, on_token=on_token,
-                      store_prompt=req.memory and exact, chat=exact, memory=req.memory)
+                      store_prompt=req.memory and exact, chat=exact, memory=req.memory, recall=recall)
 
     def _record(self, tenant: str, req: GenRequest, rid: str, ans: Any, finish: str, n_out: int = 0) -> None:
         """The inspector's request trace: what was loaded or mounted for each request, and why."""
@@ -400,7 +402,7 @@ class TenantMemory:
         """The blocks a document is made of: those its record lists (its sections, after a
         `both` ingest) and the stored chain its text reads as (blocks shared with other
         documents included: the caller keeps those)."""
-        owned = set(doc.meta.get("blocks", ()))
+        owned = set(doc.meta.get("blocks", ())) | set(doc.meta.get("sections", ()))
         data = self.store.read_payload(doc)
         if data is not None:
             owned.update(self.rt.exact.match(data.decode("utf-8"))[1])
@@ -434,7 +436,7 @@ class TenantMemory:
                 "kept_shared_blocks": len(owned & shared)}
 
     def ingest_text(self, job: IngestJob, text: str) -> None:
-        """Runtime.ingest's steps for one text held in memory (Runtime.ingest reads files)."""
+        """Ingest one text held in memory (Runtime.ingest_text), reporting progress on the job."""
         rt = self.rt
         job.status = "running"
         chain, sections = job.layout in ("chain", "both"), job.layout in ("sections", "both")
@@ -444,11 +446,7 @@ class TenantMemory:
             def progress(n: int) -> None:
                 job.done = min(job.total, job.done + n)
 
-            if chain:
-                rt.exact.ingest(text, job.name, progress=progress)
-            if sections:
-                res = rt.sections.ingest(text, job.name, progress=progress)
-                rt.grafts.adopt_blocks(job.name, res.keys)
+            rt.ingest_text(text, job.name, job.layout, progress=progress)
             job.document = hashlib.sha256(text.encode()).hexdigest()
             job.done, job.status = job.total, "done"
         except GrmError as e:

@@ -151,3 +151,32 @@ def test_a_bpe_boundary_after_the_document_still_hits_every_block(tmp_path):
         _c, warm, _s, _m, _p = rt.exact_context(prompt)
         cold = cold_segmented_logits(rt, [list(b.ids) for b in blocks] + [tok.encode(prompt[len(doc):])])
         assert torch.equal(warm, cold)
+
+
+def test_recall_mounts_memory_before_the_latest_message_and_keeps_history_exact(make_runtime):
+    """The server's chat completions: [sinks | history (stored, exact) | routed grafts | last message]."""
+    rt = make_runtime(block_tokens=48)
+    tok = rt.lm.tokenizer
+    rt.chat().send("remember permanently: my locker code is 4471")
+    history = "System: be brief.\nUser: hello there, how are you today?\nAssistant: fine.\n"
+    prompt = history + "User: What is my locker code?\nAssistant:"
+    a = rt.ask(prompt, mode="exact", recall="What is my locker code?", store_prompt=True, chat=True,
+               max_new_tokens=2)
+    kinds = [m.get("kind") for m in a.mounted]
+    assert "fact" in kinds and a.lossy
+    graft_tokens = sum(m["span"][1] - m["span"][0] for m in a.mounted if m.get("kind"))
+    assert a.tokens_from_memory == len(tok.sink_ids) + graft_tokens  # history computed now, stored
+    b = rt.ask(prompt + " 4471.\nUser: thanks\nAssistant:", mode="exact", max_new_tokens=1)
+    assert b.tokens_from_memory == len(tok.sink_ids) + sum(len(x.ids) for x in prompt_blocks(history, tok, 48))
+
+
+def test_a_remembered_exchange_is_an_evidence_graft_later_requests_route_to(make_runtime):
+    rt = make_runtime()
+    gid = rt.remember_exchange("The blue notebook is in drawer number 6.", "Noted.", "req-1")
+    g = rt.grafts.get(gid)
+    assert g.kind == "evidence" and "drawer number 6" in g.text and g.record.meta["session"] == "req-1"
+    assert [x.id for x in rt.grafts.grafts(kind="evidence")] == [gid]
+    routed = rt.grafts.route("Which drawer holds the blue notebook?")
+    assert routed and all("drawer number 6" in r.graft.text for r in routed)  # the turn or its fact
+    facts = rt.policy_glue().policy.facts()
+    assert any(e.id == "req-1#1" for f in facts for e in f.evidence)  # the user's words became a fact
