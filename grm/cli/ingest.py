@@ -33,7 +33,17 @@ def run(args: argparse.Namespace) -> int:
     docs = collect(args.paths, **({} if args.max_file_size is None else {"max_bytes": args.max_file_size}))
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
         layout = {} if args.layout is None else {"layout": args.layout}
+        before = stored_bytes(rt.store, args.tenant)
         results = rt.ingest(docs, progress=show_progress(args), **layout)
+        added = stored_bytes(rt.store, args.tenant) - before
+    tokens = sum(r.tokens for r in results)
     emit({"documents": len(results), "blocks": sum(r.blocks for r in results),
-          "computed": sum(r.computed for r in results), "tokens": sum(r.tokens for r in results)}, args.json)
+          "computed": sum(r.computed for r in results), "tokens": tokens, "stored_bytes": added,
+          "bytes_per_token": round(added / tokens) if tokens else 0}, args.json)
     return 0
+
+
+def stored_bytes(store, tenant: str) -> int:
+    """Payload bytes the tenant's records hold (a payload shared within a kind counted once)."""
+    kinds = store.stats().get("tenants", {}).get(tenant, {})
+    return sum(k.get("payload_bytes", 0) for k in kinds.values())
