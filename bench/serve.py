@@ -232,7 +232,7 @@ def main(args: argparse.Namespace) -> int:
     quick = getattr(args, "quick", False)
     model = "tiny-random-llama" if quick else (args.model or "smollm2-135m")
     threads = args.threads or 2
-    n = 40 if quick else 200
+    n = getattr(args, "requests", None) or (40 if quick else 200)  # per side
     turns = 3 if quick else TURNS
     max_tokens = 8
     doc = document(quick)
@@ -281,10 +281,16 @@ def main(args: argparse.Namespace) -> int:
               "History reuse = cached tokens of turn k / prompt tokens of turn k-1 (what the server had read)."]
     write_results("serve", {"model": model, "threads": threads, "clients": CLIENTS, "sides": sides, "ingest_s": ingest_s,
                             "speedup_server_ttft_p50": speedup, "conversations": conv, "targets": targets},
-                  table, "grm bench serve --threads 2", quick=quick)
+                  table, "grm bench serve --threads 2" if n == 200 else f"python bench/serve.py --threads 2 --requests {n}",
+                  quick=quick)
     print("\n".join(table))
     return 0 if all(targets.values()) else 1
 
 
 if __name__ == "__main__":
+    if "--requests" in sys.argv:  # `python bench/serve.py --requests N`: fewer requests per side
+        i = sys.argv.index("--requests")
+        REQUESTS = int(sys.argv[i + 1])
+        del sys.argv[i : i + 2]
+        run_cli(lambda a: main(argparse.Namespace(**vars(a), requests=REQUESTS)))
     run_cli(main)

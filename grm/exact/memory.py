@@ -225,9 +225,10 @@ class ExactMemory:
 
     def stored(self, fp: str) -> bool:
         """Whether block `fp` is stored in a form byte-exact matching can serve (its row keeps its
-        token ids; rows written before they were kept are recomputed and rewritten)."""
+        token ids; rows written before they were kept are recomputed and rewritten) and is not
+        marked damaged (re-ingest recomputes a damaged block, and the write heals it)."""
         rec = self.store.get(self.tenant, BLOCK, fp)
-        return rec is not None and isinstance(rec.meta.get("ids"), list)
+        return rec is not None and isinstance(rec.meta.get("ids"), list) and not self.store.is_damaged(rec)
 
     def plan_blocks(self, text: str) -> int:
         """How many blocks `text` becomes (for progress bars)."""

@@ -152,12 +152,15 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     where `recall`, the latest user message, starts) is served and stored as in `plan_exact`, so
     the next turn hits it; the routed grafts are re-seated after it and the last part is read after
     them (it is not stored: it was read with memory mounted, and is stored as history next turn).
-    Without a routed graft (or when the floor says memory holds nothing on it) this is `plan_exact`."""
+    Without a routed graft that is not already in the prompt (or when the floor says memory holds
+    nothing on it) this is `plan_exact`, and the whole prompt is stored."""
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0
     routed = route_grafts(ctx, recall) if split > 0 else []
-    # an earlier exchange that asked this very message adds nothing but its old answer (an echo)
-    routed = [r for r in routed if not (r.graft.kind == "evidence" and recall.strip() in r.graft.text)]
+    # memory already in the prompt is not mounted again, and an earlier exchange that asked this
+    # very message adds nothing but its old answer (an echo)
+    routed = [r for r in routed if r.graft.text.strip() not in prompt
+              and not (r.graft.kind == "evidence" and recall.strip() in r.graft.text)]
     if routed and ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(recall, routed).abstain:
         routed = []
     if not routed:

@@ -86,6 +86,11 @@ class StoreBackend(Protocol):
         damage or absence (counted), never other bytes."""
         ...
 
+    def is_damaged(self, record: Record, *, verify: bool = False) -> bool:
+        """Whether the row is marked damaged (until a write replaces it); `verify` also re-reads its
+        payload. Re-ingest recomputes such a row, and its write heals it."""
+        ...
+
     def search_text(self, tenant: str, query: str, kind: str | None = None,
                     limit: int = 10) -> list[tuple[Record, float]]:
         """Active rows of `tenant` whose text matches words of `query`, best first (higher score)."""

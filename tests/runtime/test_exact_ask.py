@@ -206,3 +206,24 @@ def test_gemma3_and_gpt2_exact_restore_is_bit_identical(make_runtime, tmp_path):
         warm, prefix = warm_logits(rt, PROMPT)
         assert len(prefix.blocks) > 3
         assert torch.equal(cold, warm), model
+
+
+def test_reingest_recomputes_a_block_repair_marked_damaged_and_heals_it(ingested):
+    """fsck --repair marks a flipped block damaged; re-ingesting the document recomputes it (only
+    that block) and every later ask loads the whole chain again, bit-identically."""
+    rt, doc = ingested
+    cold = cold_two_stage_logits(rt, PROMPT)
+    blocks = sorted(rt.store.records(rt.config.tenant, "block"), key=lambda r: r.meta["index"])
+    victim = rt.store.payload_path(blocks[2])
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.chmod(0o644)
+    victim.write_bytes(bytes(data))
+    rt.store.fsck(repair=True)
+    assert rt.store.is_damaged(rt.store.get(rt.config.tenant, "block", blocks[2].key))
+    again = rt.ingest([doc], layout="chain", progress=False)[0]
+    assert again.computed >= 1
+    healed = rt.store.get(rt.config.tenant, "block", blocks[2].key)
+    assert not rt.store.is_damaged(healed)
+    warm, prefix = warm_logits(rt, PROMPT)
+    assert len(prefix.blocks) == again.blocks and torch.equal(warm, cold)
