@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import news_corpus, run_cli, write_results  # noqa: E402
+from _common import news_corpus, write_results  # noqa: E402
 from recall import make_facts  # noqa: E402
 
 SEED = 20261202
@@ -81,9 +81,13 @@ def main(args: argparse.Namespace) -> int:
 
     threads = args.threads or 2
     torch.set_num_threads(threads)
-    sizes = (2, 4) if args.quick else SIZES
+    sizes = (2, 4) if args.quick else tuple(int(x) for x in args.sizes.split(","))
+    orders = tuple(args.orders.split(","))
     t0 = time.perf_counter()
     res: dict = {"sizes": {}}
+    name = "composition" if args.sizes == "2,4,8" and args.orders == "document,reversed,routed" else \
+        f"composition-{args.sizes.replace(',', '-')}-{args.orders.replace(',', '-')}"
+    cmd = f"python bench/composition.py --threads {threads} --sizes {args.sizes} --orders {args.orders}"
     with tempfile.TemporaryDirectory() as d, Runtime.open(store=Path(d) / "s", model=args.model, threads=threads,
                                                           section_tokens=600) as rt:
         docs = documents(rt.lm.tokenizer, max(sizes))
@@ -98,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
         grafts = [g[0] for g in grafts]
         for n in sizes:
             rows = {}
-            for order_name in ("document", "reversed", "routed"):
+            for order_name in orders:
                 for method in METHODS:
                     got, cost = [], []
                     for j in range(n):
@@ -117,10 +121,10 @@ def main(args: argparse.Namespace) -> int:
                                                         "computed_tokens": sum(cost) / len(cost), "answers": got}
                 print(f"n={n} {order_name}: " + ", ".join(f"{m} {rows[f'{order_name} / {m}']['correct']}/{n}"
                                                          for m in METHODS), file=sys.stderr, flush=True)
-            res["sizes"][str(n)] = {"rows": rows, "mounted_tokens": sum(g.tokens for g in grafts[:n])}
-    res["seconds"] = time.perf_counter() - t0
-    write_results("composition", res, _table(res), f"python bench/composition.py --threads {threads}",
-                  quick=args.quick)
+                res["sizes"][str(n)] = {"rows": rows, "mounted_tokens": sum(g.tokens for g in grafts[:n])}
+                res["seconds"] = time.perf_counter() - t0
+                # written after each order: a run cut short keeps what it measured
+                write_results(name, res, _table(res), cmd, quick=args.quick)
     print("\n".join(_table(res)))
     return 0
 
@@ -131,12 +135,22 @@ def _table(res: dict) -> list[str]:
            "", "| grafts | order | " + " | ".join(METHODS) + " | tokens recomputed (none / first 16 / blend) |",
            "|---|---|" + "---|" * len(METHODS) + "---|"]
     for n, r in res["sizes"].items():
-        for order in ("document", "reversed", "routed"):
+        for order in [o for o in ("document", "reversed", "routed") if f"{o} / none" in r["rows"]]:
             cells = [f"{r['rows'][f'{order} / {m}']['correct']}/{n}" for m in METHODS]
             costs = " / ".join(f"{r['rows'][f'{order} / {m}']['computed_tokens']:.0f}" for m in METHODS[1:])
             out.append(f"| {n} | {order} | " + " | ".join(cells) + f" | {costs} of {r['mounted_tokens']} |")
     return out
 
 
+def cli() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default=None)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--sizes", default="2,4,8", help="grafts mounted together, comma-separated")
+    p.add_argument("--orders", default="document,reversed,routed")
+    sys.exit(main(p.parse_args()))
+
+
 if __name__ == "__main__":
-    run_cli(main)
+    cli()
