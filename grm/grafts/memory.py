@@ -20,8 +20,8 @@ from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, grou
 from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
-from grm.route import CHANNELS, Hit, LexicalConfig, combine, search
-from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, score, span_keys
+from grm.route import Channels, Hit, combine, search
+from grm.route.dense import decode_key, encode_key, query_key, score, span_keys
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
@@ -41,24 +41,19 @@ class RouteConfig:
     # them); without it, a turn with nothing in common with memory still mounts the densest
     # neighbours, and one wrong answer they provoke is harvested and provokes the next (measured)
     require_lexical: bool = True
-    dense_weight: float = 0.5  # combined = lexical / best lexical + dense_weight * dense in [0, 1]
     # abstain when the routed grafts cover less than this share of the question's IDF-weighted
     # content words and hold none of its names/numbers (grm/grafts/floor.py); 0 never abstains
     # on something routed
     abstain_floor: float = DEFAULT_FLOOR
-    channel: str = "combined"  # combined | lexical | dense
-    lexical: LexicalConfig = LexicalConfig()
-    dense: DenseConfig = DenseConfig()
+    channels: Channels = Channels()  # the channel (combined by default) and its scoring
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.seat_budget < 1:
             raise ValueError("k and seat_budget must be >= 1")
         if not 0 <= self.abstain_floor <= 1:
             raise ValueError("abstain_floor must be in [0, 1]")
-        if not 0 <= self.relative_floor <= 1 or self.dense_weight < 0:
-            raise ValueError("relative_floor must be in [0, 1] and dense_weight >= 0")
-        if self.channel not in CHANNELS:
-            raise ValueError(f"channel must be one of {CHANNELS}")
+        if not 0 <= self.relative_floor <= 1:
+            raise ValueError("relative_floor must be in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -142,7 +137,7 @@ class GraftMemory:
             cache = cache_from_kv(sinks)
             prefill(self.lm.model, cache, ids, sinks.tokens)
             kv, standalone_seat = kv_from_cache(cache, sinks.tokens), sinks.tokens
-        return encode_key(span_keys(kv, ex.dialect, standalone_seat, self.config.dense))
+        return encode_key(span_keys(kv, ex.dialect, standalone_seat, self.config.channels.dense))
 
     def harvest(self, kv: KV, seat: int, text: str, ids: list[int], kind: str = "evidence", *,
                 sources: tuple[str, ...] = (), salt: str = "", extra: dict | None = None,
@@ -229,7 +224,7 @@ class GraftMemory:
         if not query or not query.strip():
             raise UserInputError("empty query")
         cfg = self.config
-        channel = channel or cfg.channel
+        channel = channel or cfg.channels.channel
         k = k or cfg.k
         budget = seat_budget or cfg.seat_budget
 
@@ -237,9 +232,9 @@ class GraftMemory:
             return self._mine(rec) and not rec.meta.get("retired") and rec.key not in exclude
 
         lexical = {} if channel == "dense" else {
-            h.record.key: h for h in search(self.store, self.tenant, query, KIND, cfg.lexical, keep=keep)}
+            h.record.key: h for h in search(self.store, self.tenant, query, KIND, cfg.channels.lexical, keep=keep)}
         dense = {} if channel == "lexical" else self._dense_scores(query, keep)
-        hits: list[Hit] = combine(lexical, dense, channel, cfg.dense_weight)
+        hits: list[Hit] = combine(lexical, dense, channel, cfg.channels.dense_weight)
         if channel == "combined" and cfg.require_lexical:
             hits = [h for h in hits if h.record.key in lexical]
         # a turn that only asked ("User: What is my locker code?") shares the next question's
@@ -279,7 +274,7 @@ class GraftMemory:
     def _dense_scores(self, query: str, keep) -> dict[str, tuple[Record, float]]:
         ex = self.exact
         ids = self.lm.tokenizer.encode(query.strip())
-        q = query_key(self.lm.model, ex.sinks(), ids, ex.dialect, self.config.dense)
+        q = query_key(self.lm.model, ex.sinks(), ids, ex.dialect, self.config.channels.dense)
         out = {}
         for rec in self.store.records(self.tenant, KIND):
             if keep(rec):

@@ -27,6 +27,7 @@ from grm.exact import ExactConfig, ExactMemory, IngestResult
 from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig
 from grm.kv.forward import prefill
 from grm.models import LoadedModel, load_model
+from grm.route import Channels
 from grm.runtime import answer as pipeline
 from grm.runtime.answer import Context, Generation, Ready, question_text
 from grm.runtime.chat import ChatSession
@@ -52,7 +53,7 @@ class Runtime:
         self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
         self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
-                                                          channel=config.channel,
+                                                          channels=Channels(channel=config.channel),
                                                           abstain_floor=config.abstain_floor), archive=self.archive)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)

@@ -15,8 +15,8 @@ from typing import Callable
 from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
-from grm.route import CHANNELS, Hit, LexicalConfig, combine, search
-from grm.route.dense import DenseConfig, decode_key, encode_key, query_key, routing_key, score
+from grm.route import CHANNELS, Channels, Hit, combine, search
+from grm.route.dense import decode_key, encode_key, query_key, routing_key, score
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
@@ -24,22 +24,14 @@ from grm.store.kinds import BLOCK
 @dataclass(frozen=True)
 class SectionConfig:
     section_tokens: int = 512  # token budget of one section (leave room for the question)
-    lexical: LexicalConfig = LexicalConfig()
-    dense: DenseConfig = DenseConfig()
-    dense_weight: float = 0.5  # combined = lexical / best lexical + dense_weight * dense rescaled to [0, 1]
     # the channel `select` uses unless told: lexical, because on the recall benchmark it picked the
     # right section for 100/100 questions, combined for 99, dense alone for 2, and it costs no
     # forward pass of the question (bench/results/recall.md)
-    channel: str = "lexical"
+    channels: Channels = Channels(channel="lexical")
 
     def __post_init__(self) -> None:
         if self.section_tokens < 8:
             raise ValueError("section_tokens must be >= 8")
-        if self.dense_weight < 0:
-            raise ValueError("dense_weight must be >= 0")
-        if self.channel not in CHANNELS:
-            raise ValueError(f"channel must be one of {CHANNELS}")
-
 
 
 class SectionMemory:
@@ -66,7 +58,7 @@ class SectionMemory:
                 cache = cache_from_kv(sinks)
                 prefill(ex.lm.model, cache, ids, seat)
                 kv = kv_from_cache(cache, seat, seat + len(ids))
-                dense = encode_key(routing_key(kv, ex.dialect, seat, self.config.dense))
+                dense = encode_key(routing_key(kv, ex.dialect, seat, self.config.channels.dense))
                 ex.put_block(kv, fp, ex.sink_fp, seat, sec.text, ids,
                              {"doc": name, "index": i, "layout": "sections", "dense": dense})
                 computed += 1
@@ -80,22 +72,22 @@ class SectionMemory:
         """The k sections that best match `question` (CPU only, no generation), best first, each
         with its scores: why it was chosen. channel: combined | lexical | dense (default: the
         config's)."""
-        channel = channel or self.config.channel
+        channel = channel or self.config.channels.channel
         if channel not in CHANNELS:
             raise ValueError(f"channel must be one of {CHANNELS}")
         ex = self.exact
         lexical = {} if channel == "dense" else {
-            h.record.key: h for h in search(ex.store, ex.tenant, question, BLOCK, self.config.lexical,
+            h.record.key: h for h in search(ex.store, ex.tenant, question, BLOCK, self.config.channels.lexical,
                                             keep=lambda r: r.parent == ex.sink_fp)}
         dense = {} if channel == "lexical" else self._dense_scores(question)
-        return combine(lexical, dense, channel, self.config.dense_weight)[:k]
+        return combine(lexical, dense, channel, self.config.channels.dense_weight)[:k]
 
     def _dense_scores(self, question: str) -> dict[str, tuple[Record, float]]:
         """key -> (record, cosine of the question's routing key with the section's), for every
         section read after the sinks that carries a dense key of this geometry."""
         ex = self.exact
         ids = ex.lm.tokenizer.encode(question.strip())
-        q = query_key(ex.lm.model, ex.sinks(), ids, ex.dialect, self.config.dense)
+        q = query_key(ex.lm.model, ex.sinks(), ids, ex.dialect, self.config.channels.dense)
         out: dict[str, tuple[Record, float]] = {}
         for rec in ex.store.children(ex.tenant, BLOCK, ex.sink_fp):
             key = decode_key(rec.meta.get("dense", ""), q)
