@@ -4,11 +4,13 @@
    request trace, store and hit-rate figures.
 2. Approving a review item in the page replaces the fact: the review list empties and the facts
    page shows the approved statement instead of the old one.
-A screenshot of each page is saved under bench/results/ui/.
+A screenshot of each page is saved in the test's temporary folder, and under bench/results/ui/
+(the committed ones) only when GRM_UI_SHOTS=1, so a test run leaves the checkout clean.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 from tests.serve.conftest import MODEL
 
 pytestmark = pytest.mark.browser
-SHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "ui"
+COMMITTED_SHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "ui"
 DRIVER = shutil.which("chromedriver")
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -61,7 +63,7 @@ def seed(srv) -> dict:
     return {"fact": fact, "review": review}
 
 
-def test_inspector_pages_and_review_approval_in_a_browser(server, browser):
+def test_inspector_pages_and_review_approval_in_a_browser(server, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -71,6 +73,7 @@ def test_inspector_pages_and_review_approval_in_a_browser(server, browser):
 
     b = browser
     ids = seed(server)
+    SHOTS = COMMITTED_SHOTS if os.environ.get("GRM_UI_SHOTS") == "1" else tmp_path / "ui"
     SHOTS.mkdir(parents=True, exist_ok=True)
     b.get(server.url + "/ui/facts")
     assert b.current_url.endswith("/ui/login")  # no key: the login form
