@@ -96,7 +96,7 @@ def collect(store, *, retain_writes: int | None = DEFAULT_RETAIN_WRITES, dry_run
         for path, _, _ in doomed:
             store._io(lambda p=path: store._fs.remove(p))
         if doomed:
-            store._payloads._good.clear()  # re-verify before trusting a file by name again
+            store._payloads.forget_all()  # re-verify before trusting a file by name again
             if store.config.syncs:
                 for folder in sorted({os.path.dirname(p) for p, _, _ in doomed}):
                     store._io(lambda f=folder: store._fs.fsync_dir(f))

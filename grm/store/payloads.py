@@ -175,6 +175,11 @@ class PayloadFiles:
     def forget(self, tenant: str, name: str) -> None:
         self._good.discard((tenant, name))
 
+    def forget_all(self) -> None:
+        """After files were removed (fsck --repair, gc): nothing is trusted by name until it is
+        written or verified again."""
+        self._good.clear()
+
     def files(self) -> Iterator[tuple[str, str, str | None]]:
         """(path, tenant folder name, name or None) of every file under payloads/; the name is
         None for entries that are not a digest in its right folder (temporaries, strays)."""

@@ -167,6 +167,8 @@ class StoreReads:
                 for path in f.orphans:
                     self._io(lambda p=path: self._fs.remove(p))
                     repaired.append(f"removed orphan {self._layout.relative(path)}")
+                if f.orphans:
+                    self._payloads.forget_all()  # a removed file must be written again, not trusted by name
                 if f.damaged:
                     with self.transaction() as txn:
                         for r in f.damaged:

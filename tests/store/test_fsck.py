@@ -77,3 +77,16 @@ def test_fsck_detects_and_repairs_catalog_drift(root: Path) -> None:
         assert rep.repaired == ["rebuilt catalog"]
         assert [r.key for r, _ in s.search_text("t", "apples")] == ["a"]
         assert s.fsck().catalog_ok is True
+
+
+def test_a_payload_put_again_after_repair_removed_its_orphan_file_is_written_again(root: Path) -> None:
+    """The same open store: an orphan file fsck --repair removes must not stay trusted by name, so
+    putting the same bytes again writes the file again (else the new row names a missing file)."""
+    with open_store(root) as s:
+        with s.transaction() as txn:
+            txn.put("t", "block", "tmp", payload=b"same bytes")
+        s.delete("t", "block", "tmp")
+        assert len(s.fsck(repair=True).orphans) == 1
+        rec = s.put("t", "block", "again", payload=b"same bytes")
+        assert s.read_payload(rec) == b"same bytes"
+        assert s.fsck().damaged == []
