@@ -10,8 +10,6 @@ a loopback port that the test kills and restarts.
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -20,36 +18,17 @@ import pytest
 
 from grm.errors import StoreError
 from grm.store.redis_backend import RedisConfig, RedisStore
+from tests.conftest import free_port, start_redis
 
 redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis==8.1.0)")
 if shutil.which("redis-server") is None:
     pytest.skip("redis-server is not installed (apt-get install redis-server)", allow_module_level=True)
 
 
-def _start(port: int, work: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(work)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            client.close()
-            return proc
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("redis-server did not start")
-            time.sleep(0.02)
-
-
 @pytest.fixture
 def server(tmp_path: Path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    state = {"port": port, "proc": _start(port, tmp_path)}
+    port = free_port()
+    state = {"port": port, "proc": start_redis(port, tmp_path)}
     yield state
     state["proc"].kill()
     state["proc"].wait(10)
@@ -80,7 +59,7 @@ def test_an_idempotent_read_survives_a_quick_restart(server: dict, tmp_path: Pat
 
     def restart() -> None:
         time.sleep(0.15)
-        server["proc"] = _start(server["port"], tmp_path)
+        server["proc"] = start_redis(server["port"], tmp_path)
 
     t = threading.Thread(target=restart)
     t.start()
