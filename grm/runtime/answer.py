@@ -16,9 +16,10 @@ A request is answered in seven steps, each owned by one module:
              hits on its next request)
 The pipeline takes a narrow `Context` (model, dialect, memories, residency, config), never the
 whole Runtime. A fallback to no memory is never silent: it is logged and named in `fallback`.
-A question that what was routed (grafts) or selected (a section) holds nothing on abstains
-(grm/grafts/floor.py): the answer is the configured line, `abstained` is set, nothing is
-generated. Exact mode (a prompt given) never abstains.
+When what was routed (grafts) or selected (a section) holds nothing on the question, the answer
+abstains (grm/grafts/floor.py): it is the configured line, `abstained` is set, nothing is
+generated. Exact mode (a prompt given) never abstains. With `recall` (the server's chats) the
+grafts routed for the latest message are mounted between the exact history and that message.
 """
 
 from __future__ import annotations
