@@ -34,12 +34,13 @@ class DemoDoc:
     expected: str  # what a right answer contains (checked, case-insensitive)
 
 
-# Questions chosen (as the issue asks) among 3-7 candidates per document as ones SmolLM2 answers
-# right when it reads the document in context (cold, plain question, default answer lead); the
-# needle is in the last article of each document. The warm answer is checked on its own.
+# Questions chosen (as the issue asks) among 4-8 candidates per document as ones SmolLM2 answers
+# right when it reads the document in context (cold, plain question, default answer lead) AND warm
+# (the segmented reading: a question whose warm answer differed was dropped); the needle is in the
+# last article of each document. Both answers are checked every run.
 DOCS = (
     DemoDoc("news-500.txt", 12, 13, "Where is the SAARC summit?", "Nepal"),
-    DemoDoc("news-2k.txt", 40, 49, "What is the name of the fire service in New South Wales?", "Rural Fire Service"),
+    DemoDoc("news-2k.txt", 40, 49, "How many hectares have the fires burned?", "800 hectares"),
     DemoDoc("news-6k.txt", 60, 85, "Where are the religious leaders meeting?", "Melbourne"),
 )
 CHAT_FACT = "remember permanently: my locker code is 4471"
