@@ -35,7 +35,7 @@ from grm.errors import UserInputError
 from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
 from grm.grafts.floor import DocumentFrequencies, ground
-from grm.kv import cache_from_kv, kv_from_cache, new_cache
+from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
 from grm.runtime.config import RuntimeConfig
@@ -152,7 +152,7 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     grafts routed for `recall` | the prompt's last part]`. The history (the prompt up to the line
     where `recall`, the latest user message, starts) is served and stored as in `plan_exact`, so
     the next turn hits it; the routed grafts are re-seated after it and the last part is read after
-    them (it is not stored: it was read with memory mounted, and is stored as history next turn).
+    them (and stored as it reads without memory mounted, `store_tail`, so the next turn hits all).
     Without a routed graft that is not already in the prompt (or when the floor says memory holds
     nothing on it) this is `plan_exact`, and the whole prompt is stored."""
     at = prompt.rfind(recall) if recall.strip() else -1
@@ -177,10 +177,30 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     tail = ctx.lm.tokenizer.encode(prompt[split:])
     ctx.check_window(seat + sum(len(m.ids) for m in mounts) + len(tail), max_new)
     base = kv_from_cache(cache)
+    if store_prompt and not history.prefix.pending:
+        store_tail(ctx, history, base, prompt[split:])
     arena = build(ctx.lm.model, ctx.dialect, base, mounts, repair=ctx.config.repair)
     arena.from_memory += history.arena.from_memory - base.tokens  # only the history's stored part
     mounted = history.mounted + [graft_mount(r) for r in routed]
     return Ready(arena, [tail], "exact", mounted, lossy=True, routed=routed, prefix=history.prefix)
+
+
+def store_tail(ctx: Context, history: Ready, base: KV, tail: str) -> None:
+    """`plan_recall`'s last part stored as it reads WITHOUT memory mounted (once more, after the
+    history's K/V `base`): the next turn's prompt starts with it, so its whole history hits."""
+    ex, prefix = ctx.exact, history.prefix
+    if history.blocks_to_store:
+        p, _seat, text, ids = history.blocks_to_store[-1]
+        parent = ex.chain_fingerprint(p, text, ids)
+    else:
+        parent = prefix.blocks[-1].key if prefix.blocks else ex.sink_fp
+    arena, seat, blocks = Arena(cache_from_kv(base), base.tokens), base.tokens, []
+    for block in prompt_blocks(tail, ctx.lm.tokenizer, ctx.config.block_tokens):
+        prefill(ctx.lm.model, arena.cache, list(block.ids), seat)
+        blocks.append((parent, seat, block.text, list(block.ids)))
+        parent = ex.chain_fingerprint(parent, block.text, list(block.ids))
+        seat += len(block.ids)
+    harvest_blocks(ctx, arena, blocks)
 
 
 _LINE_START = re.compile(r"(?<=\n)(?=\S)")  # a line's first character after a newline

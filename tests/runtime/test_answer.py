@@ -154,7 +154,8 @@ def test_a_bpe_boundary_after_the_document_still_hits_every_block(tmp_path):
 
 
 def test_recall_mounts_memory_before_the_latest_message_and_keeps_history_exact(make_runtime):
-    """The server's chat completions: [sinks | history (stored, exact) | routed grafts | last message]."""
+    """The server's chat completions: [sinks | history (stored, exact) | routed grafts | last message];
+    the last message is also stored as it reads without memory, so the next turn hits all of it."""
     rt = make_runtime(block_tokens=48)
     tok = rt.lm.tokenizer
     rt.chat().send("remember permanently: my locker code is 4471")
@@ -167,7 +168,8 @@ def test_recall_mounts_memory_before_the_latest_message_and_keeps_history_exact(
     graft_tokens = sum(m["span"][1] - m["span"][0] for m in a.mounted if m.get("kind"))
     assert a.tokens_from_memory == len(tok.sink_ids) + graft_tokens  # history computed now, stored
     b = rt.ask(prompt + " 4471.\nUser: thanks\nAssistant:", mode="exact", max_new_tokens=1)
-    assert b.tokens_from_memory == len(tok.sink_ids) + sum(len(x.ids) for x in prompt_blocks(history, tok, 48))
+    stored = prompt_blocks(history, tok, 48) + prompt_blocks(prompt[len(history):], tok, 48)
+    assert b.tokens_from_memory == len(tok.sink_ids) + sum(len(x.ids) for x in stored)  # the whole turn
 
 
 def test_a_remembered_exchange_is_an_evidence_graft_later_requests_route_to(make_runtime):
