@@ -211,13 +211,17 @@ def conversations(srv: Server, tenant: str, model: str, doc: str, turns: int, ma
                 body = r.json()
                 usage = body["usage"]
                 cached = usage["prompt_tokens_details"]["cached_tokens"]
+                # memory mounted for the latest message counts in prompt and cached tokens; history
+                # reuse compares the conversation's own tokens only
+                grafts = sum(m["span"][1] - m["span"][0] for m in body.get("grm", {}).get("mounted", [])
+                             if m.get("kind"))
                 row = {"conversation": c, "turn": turn, "prompt_tokens": usage["prompt_tokens"], "cached_tokens": cached,
-                       "share_of_prompt": cached / usage["prompt_tokens"]}
+                       "mounted_graft_tokens": grafts, "share_of_prompt": cached / usage["prompt_tokens"]}
                 if prev is not None:
-                    row["history_reuse"] = min(1.0, cached / prev)
+                    row["history_reuse"] = min(1.0, (cached - grafts) / prev)
                 with lock:
                     rows.append(row)
-                prev = usage["prompt_tokens"]
+                prev = usage["prompt_tokens"] - grafts
                 messages.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
 
     threads = [threading.Thread(target=talk, args=(c,)) for c in range(CLIENTS)]
@@ -274,7 +278,8 @@ def main(args: argparse.Namespace) -> int:
               "Targets: " + ", ".join(f"{k}: {v}" for k, v in targets.items()), "",
               "Client TTFT includes waiting for the one model worker (8 clients share it); server TTFT is the "
               "ask's own time to first token. Hit rate = cached / prompt tokens (the sinks count as cached). "
-              "History reuse = cached tokens of turn k / prompt tokens of turn k-1 (what the server had read)."]
+              "History reuse = cached tokens of turn k / prompt tokens of turn k-1 (what the server had read), "
+              "both without the tokens of memory mounted for the latest message."]
     write_results("serve", {"model": model, "threads": threads, "clients": CLIENTS, "sides": sides, "ingest_s": ingest_s,
                             "speedup_server_ttft_p50": speedup, "conversations": conv, "targets": targets},
                   table, "grm bench serve --threads 2" if n == 200 else f"python bench/serve.py --threads 2 --requests {n}",
