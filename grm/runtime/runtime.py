@@ -218,17 +218,19 @@ class Runtime:
                                  f"{tenant!r}: run `grm ingest PATH` first")
 
     def remember_exchange(self, user: str, reply: str, session: str, turn: int = 1) -> str:
-        """Store a served exchange as an evidence graft (the chat's turn format, read alone after the
-        sinks, so it carries nothing of what was mounted when it was answered) and let the policy
-        plane extract the facts the user stated. Returns the graft id; `evidence_id(session, turn)`
-        names it to the policy plane."""
-        from grm.runtime.chat import TURN_END, TURN_PROMPT
+        """Store a served exchange as an evidence graft the way a chat turn is stored by default:
+        the user's words only, read alone after the sinks (so it carries nothing of what was mounted
+        when it was answered, and a reply that echoed memory wrongly never becomes memory; the reply
+        is kept in the graft's metadata), and let the policy plane extract the facts the user
+        stated. Returns the graft id; `evidence_id(session, turn)` names it to the policy plane."""
+        from grm.runtime.chat import USER_WORDS
         from grm.runtime.policy_glue import evidence_id
 
         glue = self.policy_glue()
-        text = TURN_PROMPT.format(text=user.strip()) + " " + reply.strip() + TURN_END
+        text = USER_WORDS.format(text=user.strip())
         with torch.no_grad():
-            g = glue.read_alone(text, "evidence", f"{session}:{turn}", {"session": session, "turn": turn})
+            g = glue.read_alone(text, "evidence", f"{session}:{turn}",
+                                {"session": session, "turn": turn, "reply": reply.strip()})
         glue.policy.observe(user, evidence_id=evidence_id(session, turn))
         return g.id
 

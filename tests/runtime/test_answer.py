@@ -177,6 +177,7 @@ def test_a_remembered_exchange_is_an_evidence_graft_later_requests_route_to(make
     gid = rt.remember_exchange("The blue notebook is in drawer number 6.", "Noted.", "req-1")
     g = rt.grafts.get(gid)
     assert g.kind == "evidence" and "drawer number 6" in g.text and g.record.meta["session"] == "req-1"
+    assert "Noted" not in g.text and g.record.meta["reply"] == "Noted."  # the reply is never evidence
     assert [x.id for x in rt.grafts.grafts(kind="evidence")] == [gid]
     routed = rt.grafts.route("Which drawer holds the blue notebook?")
     assert routed and all("drawer number 6" in r.graft.text for r in routed)  # the turn or its fact
