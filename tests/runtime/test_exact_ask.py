@@ -111,15 +111,21 @@ def _payload_files(rt):
     return [rt.store.payload_path(r) for r in rt.store.records(rt.config.tenant, "block")]
 
 
-def test_a_flipped_payload_byte_is_a_miss_and_the_answer_is_still_right(ingested):
-    rt, _ = ingested
-    cold = cold_two_stage_logits(rt, PROMPT)
+def flip_a_byte_of_block(rt, index: int) -> list:
+    """Flip one bit in the middle of chain block `index`'s payload file; the blocks, in order."""
     blocks = sorted(rt.store.records(rt.config.tenant, "block"), key=lambda r: r.meta["index"])
-    victim = rt.store.payload_path(blocks[2])
+    victim = rt.store.payload_path(blocks[index])
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x01
     victim.chmod(0o644)
     victim.write_bytes(bytes(data))
+    return blocks
+
+
+def test_a_flipped_payload_byte_is_a_miss_and_the_answer_is_still_right(ingested):
+    rt, _ = ingested
+    cold = cold_two_stage_logits(rt, PROMPT)
+    blocks = flip_a_byte_of_block(rt, 2)
     warm, prefix = warm_logits(rt, PROMPT)
     assert len(prefix.blocks) == 2  # served up to the damaged block, recomputed from there
     assert torch.equal(warm, cold)
@@ -213,12 +219,7 @@ def test_reingest_recomputes_a_block_repair_marked_damaged_and_heals_it(ingested
     that block) and every later ask loads the whole chain again, bit-identically."""
     rt, doc = ingested
     cold = cold_two_stage_logits(rt, PROMPT)
-    blocks = sorted(rt.store.records(rt.config.tenant, "block"), key=lambda r: r.meta["index"])
-    victim = rt.store.payload_path(blocks[2])
-    data = bytearray(victim.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    victim.chmod(0o644)
-    victim.write_bytes(bytes(data))
+    blocks = flip_a_byte_of_block(rt, 2)
     rt.store.fsck(repair=True)
     assert rt.store.is_damaged(rt.store.get(rt.config.tenant, "block", blocks[2].key))
     again = rt.ingest([doc], layout="chain", progress=False)[0]
