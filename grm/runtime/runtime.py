@@ -37,7 +37,7 @@ from grm.runtime.generate import Answer
 from grm.runtime.policy_glue import PolicyGlue
 from grm.sections import SectionConfig, SectionMemory
 from grm.store.backend import StoreBackend
-from grm.store.kinds import DOCUMENT
+from grm.store.kinds import DOCUMENT, GRAFT
 from grm.store.opener import open_backend
 
 log = logging.getLogger("grm")
@@ -211,9 +211,10 @@ class Runtime:
 
     def _require_memory(self) -> None:
         """Modes that answer from stored memory refuse a tenant that has none, rather than
-        generate from nothing."""
+        generate from nothing (stops at the first record found: no graft list built per ask)."""
         tenant = self.config.tenant
-        if next(iter(self.store.records(tenant, DOCUMENT)), None) is None and not self.grafts.grafts():
+        has_grafts = any(r.meta.get("identity") == self.lm.identity for r in self.store.records(tenant, GRAFT))
+        if next(iter(self.store.records(tenant, DOCUMENT)), None) is None and not has_grafts:
             raise UserInputError(f"the store at {self.config.store} holds no documents or memories for tenant "
                                  f"{tenant!r}: run `grm ingest PATH` first")
 
