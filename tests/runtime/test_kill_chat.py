@@ -73,7 +73,7 @@ KILLS = {"normal": 40, "full": 12}  # kills that landed (the child did not finis
 # finishes the rest unkilled. At most 40 corrections: lexical routing takes its 50 best BM25
 # candidates before it drops superseded facts' grafts (grm/route/lexical.py), so with more than
 # ~50 superseded locker facts the live one would never be routed.
-ROUNDS = {"normal": 40, "full": 12}
+ROUNDS = {"normal": 40, "full": 24}  # full: 12 rounds ran out after 10 kills on a quiet machine
 PRELOAD = ["grm.cli", "grm.cli.chat", "grm.runtime.runtime", "grm.models.tiny",
            "transformers.models.llama.modeling_llama", "tests.runtime.test_kill_chat"]
 
