@@ -81,6 +81,38 @@ UPDATES = {
         ("The school bus number is 42.", "The school bus number went from 42 to 17.", "What is the school bus number?",
          "42", "17"),
     ],
+    # FRESH: new subjects and phrasings written 2026-12-01 03:00 UTC, before the session-6 changes to
+    # the rules, rendering or lead were made and before anything was run on them; never used to change code
+    "fresh": [
+        ("My pharmacy is Walgreens.", "My pharmacy is CVS these days, not Walgreens.", "What is my pharmacy?",
+         "Walgreens", "CVS"),
+        ("The storage unit code is 6604.", "The storage unit code was reset to 1979.",
+         "What is the storage unit code?", "6604", "1979"),
+        ("Our book club meets on Tuesday.", "Our book club now meets on Thursday instead of Tuesday.",
+         "When does our book club meet?", "Tuesday", "Thursday"),
+        ("My piano teacher is Mrs. Okoye.", "I have a new piano teacher, Mr. Varga.", "Who is my piano teacher?",
+         "Okoye", "Varga"),
+        ("The hotel is the Grand Plaza.", "We changed hotels: we are staying at the Seaview Inn now.",
+         "What is the hotel?", "Grand Plaza", "Seaview"),
+        ("My license plate is KJ-4410.", "My license plate is now RT-8823 after I re-registered the car.",
+         "What is my license plate?", "KJ-4410", "RT-8823"),
+        ("The quarterly review is in March.", "The quarterly review has been postponed from March to April.",
+         "When is the quarterly review?", "March", "April"),
+        ("My accountant is Hollis.", "Hollis retired, so my accountant is Marguerite now.", "Who is my accountant?",
+         "Hollis", "Marguerite"),
+        ("We eat lunch at Luigi's.", "We stopped eating lunch at Luigi's; we go to Sakura now.",
+         "Where do we eat lunch?", "Luigi", "Sakura"),
+        ("The printer is on floor 3.", "The printer was moved from floor 3 to floor 5.", "Where is the printer?",
+         "floor 3", "floor 5"),
+        ("My internet provider is Comcast.", "I dropped Comcast and my internet provider is Verizon now.",
+         "Who is my internet provider?", "Comcast", "Verizon"),
+        ("The server password is Falcon21.", "Heads up, the server password got rotated to Osprey64.",
+         "What is the server password?", "Falcon21", "Osprey64"),
+        ("My daughter's teacher is Ms. Reyes.", "My daughter's teacher is not Ms. Reyes any more; it's Mr. Quinn.",
+         "Who is my daughter's teacher?", "Reyes", "Quinn"),
+        ("The team dinner is at 7 pm.", "The team dinner was moved up to 6 pm.", "When is the team dinner?",
+         "7 pm", "6 pm"),
+    ],
 }
 
 # updates the rules were not written for (no rule reads them): the model-backed extractor's test
