@@ -34,12 +34,15 @@ def write_results(name: str, data: dict, table: list[str], command: str, quick: 
     (RESULTS / f"{name}.md").write_text("\n".join(head + table) + "\n")
 
 
-def run_cli(main) -> None:
-    """`python bench/NAME.py [--model M] [--threads N] [--quick]`: the same flags `grm bench` passes."""
+def run_cli(main, flags=None) -> None:
+    """`python bench/NAME.py [--model M] [--threads N] [--quick]`: the same flags `grm bench` passes;
+    `flags(parser)` adds a benchmark's own."""
     import argparse
 
     p = argparse.ArgumentParser()
     p.add_argument("--model", default=None)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true")
+    if flags is not None:
+        flags(p)
     sys.exit(main(p.parse_args()))

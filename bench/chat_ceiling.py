@@ -11,6 +11,12 @@ contains the needle's answer, case-insensitive):
   read as text (the ceiling the issue names);
 - mounted, re-read: the very grafts memory mounted for the probe, in the same order, read as text
   instead of mounted (separates the loss of mounting from the loss of routing).
+`--turns 200`: the same 16 needles at turns 1-16, 168 filler turns of real news sentences (the gensim
+Lee corpus, which nobody at GRM wrote: articles 0-149 for `tune`, 150-299 for `held-out`, sentences of
+8-30 words drawn with a fixed seed, none holding a needle's answer), probes at 185-200 (184 turns
+after each needle), the chat's default harvest. Its ceilings: the needle turn alone in context (as
+above), all 16 needle turns in order + the probe, and the whole transcript before the probes when it
+fits the model's window, else its last turns that do (what a chat without memory keeps).
 Clean grafts (issue 13 item 2) are measured by running the same script with each harvest mode of
 grm/runtime/chat.py (`live`: sliced from the live cache; `standalone`: the turn read alone after
 the sinks; `user`: the user's words alone). Splits: `tune` (what choices were made on) and
@@ -20,17 +26,20 @@ the sinks; `user`: the user's words alone). Splits: `tune` (what choices were ma
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_cli, write_results  # noqa: E402
+from _common import news_corpus, run_cli, write_results  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 HARVESTS = ("live", "standalone", "user")
 FILLER_TURNS = 19
+FILLER_SEED = 20261201
 # (needle, probe, answer that must appear)
 NEEDLES = {
     "tune": [
@@ -80,11 +89,66 @@ def small_talk() -> list[str]:
     return lines[8:42]
 
 
-def script(split: str) -> list[str]:
-    talk = small_talk()
-    filler = talk[:FILLER_TURNS] if split == "tune" else talk[-FILLER_TURNS:]
+def news_filler(split: str, n: int) -> list[str]:
+    """n news sentences (8-30 words) from this split's half of the Lee corpus, none holding a needle's
+    answer, drawn with a fixed seed: filler nobody at GRM wrote."""
+    articles = news_corpus()
+    half = len(articles) // 2
+    pool = articles[:half] if split == "tune" else articles[half:]
+    banned = [w.lower() for _, _, w in NEEDLES[split]]
+    sentences = [s for a in pool for s in re.split(r"(?<=[.!?])\s+(?=[A-Z\"])", a.strip())
+                 if 8 <= len(s.split()) <= 30 and not any(b in s.lower() for b in banned)]
+    return random.Random(f"{FILLER_SEED}:{split}").sample(sentences, n)
+
+
+def script(split: str, turns: int = 51) -> list[str]:
     needles = NEEDLES[split]
+    if turns == 51:
+        talk = small_talk()
+        filler = talk[:FILLER_TURNS] if split == "tune" else talk[-FILLER_TURNS:]
+    else:
+        filler = news_filler(split, turns - 2 * len(needles))
     return [n for n, _, _ in needles] + filler + [q for _, q, _ in needles]
+
+
+def turn_text(user: str, answer: str) -> str:
+    from grm.runtime.chat import TURN_END, TURN_PROMPT
+
+    return TURN_PROMPT.format(text=user) + " " + answer.strip() + TURN_END
+
+
+def window_answers(rt, turns: list[str], probes: list[str], max_new: int) -> tuple[list[str], dict]:
+    """sinks + the transcript (or its last turns that fit the window with the longest probe) read
+    once as text, then each probe read after it alone (the cache cropped back after each)."""
+    from grm.kv import cache_from_kv
+    from grm.kv.cache import crop
+    from grm.kv.forward import prefill
+    from grm.runtime.chat import TURN_PROMPT, TURN_STOPS
+    from grm.runtime.generate import greedy
+
+    tok, model = rt.lm.tokenizer, rt.lm.model
+    sinks = rt.exact.sinks()
+    qs = [tok.encode(TURN_PROMPT.format(text=p)) for p in probes]
+    room = rt.ctx.dialect.max_positions - sinks.tokens - max(map(len, qs)) - max_new
+    runs = [tok.encode(t) for t in turns]
+    first = len(runs)
+    while first > 0 and sum(map(len, runs[first - 1:])) <= room:
+        first -= 1
+    ids = [i for r in runs[first:] for i in r]
+    cache, seat = cache_from_kv(sinks), sinks.tokens
+    t0 = time.perf_counter()
+    prefill(model, cache, ids, seat)
+    seat += len(ids)
+    read_s = time.perf_counter() - t0
+    out = []
+    for q in qs:
+        logits = prefill(model, cache, q, seat)
+        text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter(), TURN_STOPS)
+        crop(cache, seat)
+        out.append(text)
+    info = {"transcript_tokens": sum(map(len, runs)), "window_room": room, "first_turn_read": first + 1,
+            "turns_read": len(runs) - first, "tokens_read": len(ids), "read_s": read_s}
+    return out, info
 
 
 def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
@@ -107,29 +171,42 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
     return text
 
 
-def run_split(model: str | None, threads: int, store: Path, split: str, harvest: str, max_new: int) -> dict:
+def run_split(model: str | None, threads: int, store: Path, split: str, harvest: str | None, max_new: int,
+              turns: int = 51) -> dict:
     from grm.runtime import Runtime
-    from grm.runtime.chat import TURN_END, TURN_PROMPT
 
-    lines = script(split)
+    lines = script(split, turns)
     needles = NEEDLES[split]
     n = len(needles)
     t0 = time.perf_counter()
     with Runtime.open(store=store, model=model, threads=threads, max_new_tokens=max_new) as rt:
         chat = rt.chat(clear_context=True)
-        chat.harvest = harvest  # before the first turn: every turn of the run is harvested this way
-        replies = [chat.send(line) for line in lines]
+        if harvest is not None:
+            chat.harvest = harvest  # before the first turn: every turn of the run is harvested this way
+        harvest = chat.harvest
+        replies = []
+        for i, line in enumerate(lines):
+            replies.append(chat.send(line))
+            if turns > 51 and (i + 1) % 20 == 0:
+                print(f"  turn {i + 1}/{len(lines)} {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         chat_s = time.perf_counter() - t0
+        turn_s = [r.timings.get("total_s", 0.0) for r in replies]
         fact_turns = {}  # fact graft -> the turns that are its evidence
         for g in rt.grafts.grafts(kind="fact", include_retired=True):
             fact = chat.glue.policy.fact(g.record.meta.get("fact", ""))
             if fact is not None:
                 fact_turns[g.id] = {int(e.id.rsplit("#", 1)[1]) for e in fact.evidence if "#" in e.id}
+        needle_texts = [turn_text(needle, replies[i].answer) for i, (needle, _, _) in enumerate(needles)]
+        long = {}
+        if turns != 51:
+            questions = [q for _, q, _ in needles]
+            long["all_needles"] = [read_in_context(rt, needle_texts, q, max_new) for q in questions]
+            before = [turn_text(line, r.answer) for line, r in zip(lines[:-n], replies[:-n])]
+            long["window"], window = window_answers(rt, before, questions, max_new)
         probes = []
         for i, ((needle, question, want), r) in enumerate(zip(needles, replies[-n:])):
             needle_reply = replies[i]
-            turn_text = TURN_PROMPT.format(text=needle) + " " + needle_reply.answer.strip() + TURN_END
-            ceiling = read_in_context(rt, [turn_text], question, max_new)
+            ceiling = read_in_context(rt, [needle_texts[i]], question, max_new)
             mounted_ids = [m["id"] for m in r.mounted]
             reread = read_in_context(rt, [list(rt.grafts.get(g).ids) for g in reversed(mounted_ids)], question,
                                      max_new)
@@ -142,10 +219,17 @@ def run_split(model: str | None, threads: int, store: Path, split: str, harvest:
                            "needle_mounted": needle_mounted, "mounted": len(mounted_ids),
                            "mounted_kinds": [m.get("kind") for m in r.mounted],
                            "tokens_from_memory": r.tokens_from_memory, "tokens_computed": r.tokens_computed})
-    return {"split": split, "harvest": harvest, "turns": len(lines), "probes": probes,
-            "memory": sum(p["memory_ok"] for p in probes), "ceiling": sum(p["ceiling_ok"] for p in probes),
-            "reread": sum(p["reread_ok"] for p in probes), "needle_mounted": sum(p["needle_mounted"] for p in probes),
-            "chat_s": chat_s, "seconds": time.perf_counter() - t0}
+            for key, answers in long.items():
+                probes[-1][key], probes[-1][f"{key}_ok"] = answers[i], hit(answers[i])
+    res = {"split": split, "harvest": harvest, "turns": len(lines), "probes": probes,
+           "memory": sum(p["memory_ok"] for p in probes), "ceiling": sum(p["ceiling_ok"] for p in probes),
+           "reread": sum(p["reread_ok"] for p in probes), "needle_mounted": sum(p["needle_mounted"] for p in probes),
+           "chat_s": chat_s, "turn_s": {"mean": sum(turn_s) / len(turn_s), "median": sorted(turn_s)[len(turn_s) // 2],
+                                        "first_20_mean": sum(turn_s[:20]) / 20, "last_20_mean": sum(turn_s[-20:]) / 20},
+           "seconds": time.perf_counter() - t0}
+    if long:
+        res.update({key: sum(p[f"{key}_ok"] for p in probes) for key in long}, window_read=window)
+    return res
 
 
 def _table(runs: list[dict], model: str) -> list[str]:
@@ -160,12 +244,65 @@ def _table(runs: list[dict], model: str) -> list[str]:
     for r in runs:
         out += ["", f"### {r['split']}, harvest {r['harvest']}", "",
                 "| probe | want | memory | ceiling | re-read | mounted |", "|---|---|---|---|---|---|"]
-        for p in r["probes"]:
-            mark = lambda ok, a: f"{'Y' if ok else 'n'} {a[:48]!r}"  # noqa: E731
-            out.append(f"| {p['question']} | {p['want']} | {mark(p['memory_ok'], p['memory'])} | "
-                       f"{mark(p['ceiling_ok'], p['ceiling'])} | {mark(p['reread_ok'], p['reread'])} | "
-                       f"{'Y' if p['needle_mounted'] else 'n'} {p['mounted']} |")
+        out += _probe_rows(r["probes"], ("memory", "ceiling", "reread"), 48)
     return out
+
+
+def _probe_rows(probes: list[dict], columns: tuple[str, ...], width: int) -> list[str]:
+    """One row per probe: question, wanted answer, each column's answer (Y/n + its start), mounted."""
+    mark = lambda p, c: f"{'Y' if p[c + '_ok'] else 'n'} {p[c][:width]!r}"  # noqa: E731
+    return [f"| {p['question']} | {p['want']} | " + " | ".join(mark(p, c) for c in columns)
+            + f" | {'Y' if p['needle_mounted'] else 'n'} {p['mounted']} |" for p in probes]
+
+
+def _long_table(runs: list[dict], model: str) -> list[str]:
+    turns = runs[0]["turns"]
+    w = runs[0]["window_read"]
+    out = [f"{model}, fp32, greedy, `--clear-context`, the chat's default harvest, {turns} turns per split: 16 needles "
+           f"at turns 1-16, {turns - 32} filler turns of Lee news sentences (nobody at GRM wrote them), probes at "
+           f"{turns - 15}-{turns} ({turns - 16} turns after each needle). Needles not filtered by what the model "
+           "recalls. See bench/chat_ceiling.py.", "",
+           "Ceilings, each read as text after the sinks, then the probe turn: the needle turn alone (User + the reply "
+           "as generated); all 16 needle turns in order; " + (
+               f"the transcript before the probes (turns 1-{turns - 16}, {w['transcript_tokens']} tokens) does not "
+               f"fit the model's window with a probe ({w['window_room']} tokens of room), so `window` reads its last "
+               f"turns that fit: turns {w['first_turn_read']}-{turns - 16} ({w['tokens_read']} tokens), what a chat "
+               "without memory keeps." if w["first_turn_read"] > 1 else
+               f"`window`: the whole transcript before the probes (turns 1-{turns - 16}, {w['tokens_read']} tokens)."),
+           "",
+           "| split | memory | needle turn in context | 16 needle turns in context | window | mounted re-read "
+           "| needle mounted | chat wall | per turn: mean / median / first 20 / last 20 |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        t = r["turn_s"]
+        out.append(f"| {r['split']} | {r['memory']}/16 | {r['ceiling']}/16 | {r['all_needles']}/16 | {r['window']}/16 | "
+                   f"{r['reread']}/16 | {r['needle_mounted']}/16 | {r['chat_s']:.0f} s | {t['mean']:.2f} / "
+                   f"{t['median']:.2f} / {t['first_20_mean']:.2f} / {t['last_20_mean']:.2f} s |")
+    for r in runs:
+        out += ["", f"### {r['split']}", "", "| probe | want | memory | needle turn | 16 needle turns | window | mounted |",
+                "|---|---|---|---|---|---|---|"]
+        out += _probe_rows(r["probes"], ("memory", "ceiling", "all_needles", "window"), 40)
+    return out
+
+
+def main_long(args: argparse.Namespace, threads: int) -> int:
+    splits = (args.split,) if args.split else tuple(NEEDLES)
+    runs = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        for split in splits:
+            runs.append(run_split(args.model, threads, Path(d) / split, split, None, 32, args.turns))
+            r = runs[-1]
+            print(f"{split}: memory {r['memory']}/16 ceiling {r['ceiling']}/16 all-needles {r['all_needles']}/16 "
+                  f"window {r['window']}/16 ({r['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    model = args.model or "smollm2-135m"
+    name = f"chat_ceiling-{args.turns}" + (f"-{args.split}" if args.split else "") + (f"-{args.model}" if args.model else "")
+    cmd = f"python bench/chat_ceiling.py --threads {threads} --turns {args.turns}" + (
+        f" --split {args.split}" if args.split else "") + (f" --model {args.model}" if args.model else "")
+    table = _long_table(runs, model)
+    write_results(name, {"model": model, "runs": runs, "seconds": time.perf_counter() - t0}, table, cmd)
+    print("\n".join(table))
+    return 0
 
 
 def main(args: argparse.Namespace) -> int:
@@ -173,6 +310,8 @@ def main(args: argparse.Namespace) -> int:
 
     threads = args.threads or 2
     torch.set_num_threads(threads)
+    if args.turns != 51:
+        return main_long(args, threads)
     splits = ("tune",) if args.quick else tuple(NEEDLES)
     harvests = ("live",) if args.quick else HARVESTS
     runs = []
@@ -193,5 +332,10 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--turns", type=int, default=51, help="51 (small talk) or more (news filler), e.g. 200")
+    p.add_argument("--split", choices=tuple(NEEDLES), default=None, help="one split only (long runs)")
+
+
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, _flags)

@@ -8,8 +8,10 @@ All on SmolLM2-135M, fp32, greedy.
   the full vocabulary at the question's last position, and top-1 agreement.
 - turn-50: bench/data/chat_turn50.txt (8 needle facts at turns 1-8, 34 turns of chit-chat, one
   probe per needle at turns 43-50), `--clear-context`, once per routing channel. The needles were
-  chosen as facts SmolLM2 recalls in context after its own reply (8 of 12 candidates did), so the
-  gate measures memory, not the model's ceiling. A probe counts if its answer contains the fact.
+  chosen as facts SmolLM2 recalls in context after its own reply (8 of 12 candidates did), so this
+  gate measures memory on facts the model can recall; bench/chat_ceiling.py has unfiltered needles.
+  Beside each answer, the ceiling as this run read it: the needle turn (user text + the reply it
+  got) read as text after the sinks, then the probe. A probe counts if its answer contains the fact.
 - flat memory: the first 42 turns of the same script WITHOUT --clear-context (a live window of 4
   turns beside mounted memory), device budget DEVICE_BUDGET: per turn, seats resident, device
   bytes, stored graft bytes.
@@ -183,17 +185,32 @@ def chat_run(model: str | None, threads: int, store: Path, lines: list[str], cle
     return replies
 
 
+def turn_ceilings(model, threads, store: Path, lines: list[str], replies: list[dict]) -> list[str]:
+    """Per probe (turns 43-50), the in-context ceiling: its needle turn (user text + the reply the run
+    gave it) read as text after the sinks, then the probe (bench/chat_ceiling.py's reading)."""
+    from chat_ceiling import read_in_context, turn_text
+
+    from grm.runtime import Runtime
+
+    with Runtime.open(store=store, model=model, threads=threads, max_new_tokens=32) as rt:
+        return [read_in_context(rt, [turn_text(lines[i], replies[i]["answer"])], q, 32)
+                for i, q in enumerate(lines[42:50])]
+
+
 def turn50(model, threads, tmp: Path, channel: str) -> dict:
     lines = [ln.strip() for ln in (DATA / "chat_turn50.txt").read_text().splitlines() if ln.strip()]
     replies = chat_run(model, threads, tmp / f"t50-{channel}", lines, True, channel, DEVICE_BUDGET)
     needles = [r["harvested"] for r in replies[:8]]
     probes = []
+    ceilings = turn_ceilings(model, threads, tmp / f"t50-{channel}", lines, replies)
     for i, (r, want) in enumerate(zip(replies[42:], NEEDLE_ANSWERS)):
         probes.append({"turn": r["turn"], "question": r["user"], "answer": r["answer"],
-                       "recalled": want.lower() in r["answer"].lower(),
+                       "recalled": want.lower() in r["answer"].lower(), "ceiling": ceilings[i],
+                       "ceiling_recalled": want.lower() in ceilings[i].lower(),
                        "needle_mounted": needles[i] in [m["id"] for m in r["mounted"]] or i + 1 in r["mounted_turns"],
                        "mounted": r["mounted"], "why": r["why"]})
     return {"channel": channel, "recalled": sum(p["recalled"] for p in probes),
+            "ceiling": sum(p["ceiling_recalled"] for p in probes),
             "needle_mounted": sum(p["needle_mounted"] for p in probes), "probes": probes,
             "median_turn_s": statistics.median(r["timings"]["total_s"] for r in replies)}
 
@@ -356,9 +373,11 @@ def _table(res: dict) -> list[str]:
            "when the graft was read, so its own keys AND values differ (the model is sensitive to its distance "
            "from the sinks); no rotation of keys can reproduce that.", "",
            "## Turn-50 memory chat (--clear-context)", "",
-           "| channel | recalled | needed graft mounted | median turn |", "|---|---|---|---|"]
+           "| channel | recalled | needle turn in context (ceiling) | needed graft mounted | median turn |",
+           "|---|---|---|---|---|"]
     for t in res["turn50"]:
-        out.append(f"| {t['channel']} | {t['recalled']}/8 | {t['needle_mounted']}/8 | {t['median_turn_s']:.2f} s |")
+        out.append(f"| {t['channel']} | {t['recalled']}/8 | {t['ceiling']}/8 | {t['needle_mounted']}/8 | "
+                   f"{t['median_turn_s']:.2f} s |")
     out += ["", "## Composition (4 articles, one invented fact each, all mounted)", "",
             "| arrangement | recalled |", "|---|---|"]
     for name, r in comp["arrangements"].items():

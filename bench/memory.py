@@ -37,13 +37,23 @@ def supersession(model, threads: int, store: Path) -> dict:
 
     lines = (["My locker code is 1234."] + SMALL_TALK[:5] + ["correct memory: locker code 1234 => 5678"]
              + SMALL_TALK[5:25] + ["What is my locker code?", "why do you remember: locker code"])
+    from chat_ceiling import read_in_context, turn_text
+
+    correction_turn = lines.index("correct memory: locker code 1234 => 5678") + 1
     with Runtime.open(store=store, model=model, threads=threads, max_new_tokens=24) as rt:
         chat = rt.chat(clear_context=True)
         replies = [chat.send(line) for line in lines]
         session = chat.session
-    probe, why = replies[-2], replies[-1]
-    correction_turn = lines.index("correct memory: locker code 1234 => 5678") + 1
-    return {"turns": len(lines), "probe_turn": probe.turn, "answer": probe.answer,
+        probe, why = replies[-2], replies[-1]
+        # the ceilings: the two turns about the locker code (as the run answered them) read in order,
+        # then the probe; and the very grafts memory mounted for the probe, same order, read as text
+        turns = [turn_text(lines[t - 1], replies[t - 1].answer) for t in (1, correction_turn)]
+        ceiling = read_in_context(rt, turns, lines[-2], 24)
+        mounted = [m["id"] for m in probe.mounted]
+        reread = read_in_context(rt, [list(rt.grafts.get(g).ids) for g in reversed(mounted)], lines[-2], 24)
+    return {"turns": len(lines), "probe_turn": probe.turn, "answer": probe.answer, "ceiling": ceiling,
+            "ceiling_answers_5678": "5678" in ceiling and "1234" not in ceiling, "reread": reread,
+            "reread_answers_5678": "5678" in reread and "1234" not in reread,
             "answers_5678": "5678" in probe.answer and "1234" not in probe.answer,
             "mounted": probe.why, "why": why.answer,
             "why_names_both_turns": f"{session}#1" in why.answer and f"{session}#{correction_turn}" in why.answer,
@@ -107,7 +117,11 @@ def _table(res: dict) -> list[str]:
            "## Supersession gate", "",
            f"Probe at turn {s['probe_turn']} (20 turns after the correction): answer {s['answer']!r} -> "
            f"{'PASS' if s['answers_5678'] else 'FAIL'} (holds 5678, not 1234). `why do you remember` names both "
-           f"turns: {s['why_names_both_turns']}; names the correction: {s['why_names_the_correction']}.", "",
+           f"turns: {s['why_names_both_turns']}; names the correction: {s['why_names_the_correction']}.",
+           f"In-context ceiling (turn 1 and the correction turn, as answered, read in order, then the probe): "
+           f"{s['ceiling']!r} -> {'holds 5678 only' if s['ceiling_answers_5678'] else 'not 5678 alone'}; the "
+           f"grafts memory mounted, same order, read as text: {s['reread']!r} -> "
+           f"{'holds 5678 only' if s['reread_answers_5678'] else 'not 5678 alone'}.", "",
            "```", s["why"], "```", "",
            "## Folding gate", "",
            f"40 turns, windows of {FOLD_WINDOW}, eras of {ERA_FANOUT}: {f['digests']} digests, {f['eras']} eras, "

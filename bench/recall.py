@@ -11,6 +11,16 @@ reuse comes only from the store:
   window per question, so it runs on a fixed subset, stated in the results);
 - ceiling: the section that holds the fact, read in context as text (the model's own ceiling).
 Scoring: the fact's number appears in the answer.
+
+`--forms` (issue 13 items 1 and 8) asks every fact two ways through the public pipeline
+(`Runtime.ask(q, mode="grafts")`, the runtime's default flags: top-3 sections, answer leads derived
+from the question, mount-or-re-read auto, abstention floor on): plain (what a user types, "How long,
+in metres, is the X Bridge?") and primed (the same question + the hand-written "\nAnswer: The length
+of the X Bridge, in metres, is"). Per probe and form, beside the memory answer, the ceiling: the
+very sections memory mounted, in the same order, read as text after the sinks, then the same
+question text. Facts: FORMS_TUNE with this file's 5 templates (the ones grm/runtime/lead.py's rules
+were written against) and FORMS_HELD with bench/questions.py's 5 held-out templates (paraphrases,
+nothing changed after seeing them), all in one corpus.
 """
 
 from __future__ import annotations
@@ -63,6 +73,134 @@ def make_facts(n: int, rng: random.Random) -> list[dict]:
                       "question": question.format(n=name) + "\nAnswer: " + lead.format(n=name)})
     rng.shuffle(facts)
     return facts
+
+
+FORMS_TUNE, FORMS_HELD = 60, 40
+
+
+def forms_facts(rng: random.Random) -> list[dict]:
+    """FORMS_TUNE facts on this file's templates + FORMS_HELD on questions.py's held-out ones,
+    each with its plain and primed question and `split`."""
+    from questions import TEMPLATES as Q_TEMPLATES
+
+    held = [(stmt, q, lead) for stmt, _, (q, lead) in Q_TEMPLATES["held-out"]]
+    names: set[str] = set()
+    while len(names) < FORMS_TUNE + FORMS_HELD:
+        names.add("".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize())
+    facts = []
+    for i, name in enumerate(sorted(names)):
+        split, templates, j = ("tune", TEMPLATES, i) if i < FORMS_TUNE else ("held-out", held, i - FORMS_TUNE)
+        stmt, question, lead = templates[j % len(templates)]
+        x = str(rng.randint(1000, 9999))
+        facts.append({"name": name, "answer": x, "split": split, "statement": stmt.format(n=name, x=x),
+                      "plain": question.format(n=name),
+                      "primed": question.format(n=name) + "\nAnswer: " + lead.format(n=name)})
+    rng.shuffle(facts)
+    return facts
+
+
+def read_texts(rt, runs: list[list[int]], question: str, max_new: int, prefix: dict | None = None) -> str:
+    """The ceiling: [sinks | each run of token ids read as text, in order | the question text the
+    pipeline reads]. `prefix` ({"key", "cache", "seat"}) keeps the read runs for the next question
+    over the same runs (the cache is cropped back after each answer)."""
+    from grm.kv import cache_from_kv
+    from grm.kv.cache import crop
+    from grm.kv.forward import prefill
+    from grm.runtime.answer import question_lead, question_text, with_lead
+    from grm.runtime.generate import greedy
+
+    tok, model = rt.lm.tokenizer, rt.lm.model
+    key = tuple(map(tuple, runs))
+    if prefix is None or prefix.get("key") != key:
+        sinks = rt.exact.sinks()
+        cache, seat = cache_from_kv(sinks), sinks.tokens
+        for ids in runs:
+            prefill(model, cache, ids, seat)
+            seat += len(ids)
+        prefix = {} if prefix is None else prefix
+        prefix.update(key=key, cache=cache, seat=seat)
+    cache, seat = prefix["cache"], prefix["seat"]
+    q = tok.encode(question_text(question))
+    logits = prefill(model, cache, q, seat)
+    text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter())
+    crop(cache, seat)
+    return with_lead(question_lead(question), text)  # as the pipeline returns it: the lead + what follows
+
+
+def main_forms(args: argparse.Namespace, threads: int) -> int:
+    from grm.runtime import Runtime
+    from grm.runtime.lead import answer_lead
+
+    max_new = 12
+    facts = forms_facts(random.Random(SEED + 7))
+    corpus, _ = build_corpus(facts)
+    work = Path(tempfile.mkdtemp(prefix="grm-bench-recall-forms-"))
+    (work / "corpus.txt").write_text(corpus, encoding="utf-8")
+    probes = []
+    t0 = time.perf_counter()
+    with Runtime.open(store=work / "store", model=args.model, threads=threads) as rt:
+        ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0]
+        ingest_s = time.perf_counter() - t0
+        for qi, fact in enumerate(facts):
+            row = {"split": fact["split"], "answer": fact["answer"], "plain_q": fact["plain"],
+                   "primed_q": fact["primed"]}
+            row["lead"] = answer_lead(fact["plain"])
+            prefix: dict = {}
+            for form in ("plain", "primed"):
+                a = rt.ask(fact[form], mode="grafts", max_new_tokens=max_new).to_json()
+                ids = [m["id"] for m in a["mounted"]]
+                runs = [list(rt.grafts.get(g).ids) for g in reversed(ids)]
+                ceiling = read_texts(rt, runs, fact[form], max_new, prefix)
+                row[form] = {"memory": a["answer"], "memory_ok": fact["answer"] in a["answer"],
+                             "abstained": bool(a.get("abstained")), "ceiling": ceiling,
+                             "ceiling_ok": fact["answer"] in ceiling, "mounted": len(ids),
+                             "holds_fact": any(fact["statement"] in (rt.grafts.get(g).record.text or "") for g in ids),
+                             "read_as_text": sum(m.get("read") == "text" for m in a["mounted"])}
+            probes.append(row)
+            print(f"[{qi + 1}/{len(facts)}] {fact['answer']} plain={row['plain']['memory'][:30]!r} "
+                  f"primed={row['primed']['memory'][:30]!r} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    totals = {}
+    for split in ("tune", "held-out", "all"):
+        rows = [p for p in probes if split in ("all", p["split"])]
+        totals[split] = {"questions": len(rows), **{
+            f"{form}_{col}": sum(p[form][f"{col}_ok"] for p in rows) for form in ("plain", "primed")
+            for col in ("memory", "ceiling")},
+            "plain_abstained": sum(p["plain"]["abstained"] for p in rows),
+            "primed_abstained": sum(p["primed"]["abstained"] for p in rows),
+            "plain_holds_fact": sum(p["plain"]["holds_fact"] for p in rows),
+            "primed_holds_fact": sum(p["primed"]["holds_fact"] for p in rows),
+            "lead_covered": sum(p["lead"] is not None for p in rows)}
+    table = [f"{args.model or 'smollm2-135m'}, fp32, greedy, {max_new} new tokens; {len(facts)} invented facts "
+             f"({FORMS_TUNE} on recall.py's templates = the lead rules' tune set, {FORMS_HELD} on questions.py's "
+             f"held-out templates) at depths 1%-99% of the Lee news corpus ({ingest.blocks} sections, ingest "
+             f"{ingest_s:.0f} s); `grafts` mode through Runtime.ask with default flags. Memory = the answer; "
+             "ceiling = the sections memory mounted, same order, read as text + the same question. A probe counts "
+             "if the 4-digit answer appears. See bench/recall.py (`--forms`).", "",
+             "| facts | questions | plain: memory | plain: ceiling | primed: memory | primed: ceiling | "
+             "plain - primed (memory) | mounted holds the fact (plain / primed) | abstained (plain / primed) | "
+             "plain questions a lead rule covers |", "|---|---|---|---|---|---|---|---|---|---|"]
+    pct = lambda k, n: f"{k}/{n} ({100 * k / n:.0f}%)"  # noqa: E731
+    for split, t in totals.items():
+        n = t["questions"]
+        table.append(f"| {split} | {n} | {pct(t['plain_memory'], n)} | {pct(t['plain_ceiling'], n)} | "
+                     f"{pct(t['primed_memory'], n)} | {pct(t['primed_ceiling'], n)} | "
+                     f"{100 * (t['plain_memory'] - t['primed_memory']) / n:+.0f} points | "
+                     f"{t['plain_holds_fact']} / {t['primed_holds_fact']} | {t['plain_abstained']} / "
+                     f"{t['primed_abstained']} | {t['lead_covered']}/{n} |")
+    table += ["", "| split | plain question | want | plain: memory | plain: ceiling | primed: memory | primed: ceiling |",
+              "|---|---|---|---|---|---|---|"]
+    mark = lambda f: f"{'Y' if f[0] else 'n'} {f[1][:36]!r}"  # noqa: E731
+    for p in probes:
+        table.append(f"| {p['split']} | {p['plain_q']} | {p['answer']} | "
+                     + " | ".join(mark((p[form][f'{col}_ok'], p[form][col])) for form in ("plain", "primed")
+                                  for col in ("memory", "ceiling")) + " |")
+    cmd = f"python bench/recall.py --forms --threads {threads}" + (f" --model {args.model}" if args.model else "")
+    write_results("recall-forms" + (f"-{args.model}" if args.model else ""),
+                  {"model": args.model or "smollm2-135m", "threads": threads, "sections": ingest.blocks,
+                   "ingest_s": ingest_s, "totals": totals, "probes": probes, "seconds": time.perf_counter() - t0},
+                  table, cmd)
+    print("\n".join(table[:8]))
+    return 0
 
 
 def build_corpus(facts: list[dict], articles: int | None = None) -> tuple[str, list[float]]:
@@ -125,6 +263,8 @@ def long_sections(args: argparse.Namespace, threads: int, facts: list[dict], cor
 def main(args: argparse.Namespace) -> int:
     from grm.runtime import Runtime
 
+    if args.forms:
+        return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
     n_facts = 12 if quick else 100
     none_every = 4 if quick else 5  # `none` reads a full window per question: a fixed subset
@@ -223,5 +363,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--forms", action="store_true", help="plain vs primed questions, memory vs ceiling")
+
+
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, _flags)
