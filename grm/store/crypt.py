@@ -24,7 +24,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from grm.errors import UserInputError
+from grm.errors import StoreError, UserInputError
 
 KEY_BYTES = 32
 _CHECK_MSG = b"grm-store key check v1"
@@ -92,3 +92,19 @@ class Keyring:
                         _hkdf(self._master, self._salt, b"grm tenant name v1\0" + t))
                 self._cache[tenant] = keys
             return keys
+
+
+def keyring_for(section: tuple[bytes, str] | None, master_key: bytes | None, what: str) -> Keyring | None:
+    """The keyring of a store whose marker holds `section` ((salt, check) of an encrypted store,
+    None for a plain one), or a StoreError naming `what` ("store DIR", "Redis store URL"): a plain
+    store opened with a key, an encrypted one without, or a wrong key."""
+    if section is None:
+        if master_key is not None:
+            raise StoreError(f"{what} was created without encryption; open it without a master key")
+        return None
+    if master_key is None:
+        raise StoreError(f"{what} is encrypted: give its master key (--key-file PATH or GRM_MASTER_KEY)")
+    keyring = Keyring(master_key, section[0])
+    if not keyring.matches(section[1]):
+        raise StoreError(f"wrong master key for {what}")
+    return keyring

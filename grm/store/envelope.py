@@ -18,6 +18,8 @@ Associated data (never stored; recomputed from the record on read):
     payload: b"grm-payload v1\\0" + canonical JSON [tenant, kind, key, name]
     text:    b"grm-text v1\\0"    + canonical JSON [tenant, kind, key]   (stores before row sealing)
     row:     b"grm-row v1\\0"     + canonical JSON [tenant, kind, kid, op, lsn]
+    redis:   b"grm-redis-row v1\\0" + canonical JSON [tenant, kind, kid, payload, size, state, wid]
+             (a Redis row: grm.store.redis_rows; wid = random per-write id kept beside it)
 The format version is in the AD prefix, and the model identity is inside the key (a block's
 key is its fingerprint, which hashes the model identity), so a file or text moved to another
 tenant, record or format fails to authenticate: `decode_payload` returns None (a miss).
@@ -208,19 +210,29 @@ class Codec:
         return b"grm-row v1\0" + canonical_json([self._tenant(tenant), kind, kid, op, lsn]).encode("utf-8")
 
     def _seal(self, tenant: str, kind: str, kid: str, op: str, lsn: int, fields: dict) -> str:
+        return self.seal_fields(tenant, self._row_ad(tenant, kind, kid, op, lsn), fields)
+
+    def _open(self, tenant: str, kind: str, kid: str, op: str, lsn: int, sealed: object) -> dict:
+        return self.open_fields(tenant, self._row_ad(tenant, kind, kid, op, lsn), sealed)
+
+    def redis_row_ad(self, tenant: str, kind: str, kid: str, bound: list) -> bytes:
+        """Associated data of a sealed Redis row: its identity and every field kept in clear."""
+        return b"grm-redis-row v1\0" + canonical_json([self._tenant(tenant), kind, kid, *bound]).encode("utf-8")
+
+    def seal_fields(self, tenant: str, ad: bytes, fields: dict) -> str:
+        """`fields` (key, parent, meta, text) as one sealed string bound to `ad`."""
         assert self.keyring is not None
         enc, _ = self.keyring.tenant(self._tenant(tenant))
         nonce = os.urandom(NONCE)
-        ct = AESGCM(enc).encrypt(nonce, canonical_json(fields).encode("utf-8"),
-                                 self._row_ad(tenant, kind, kid, op, lsn))
+        ct = AESGCM(enc).encrypt(nonce, canonical_json(fields).encode("utf-8"), ad)
         return base64.b64encode(bytes([TEXT_VERSION]) + nonce + ct).decode("ascii")
 
-    def _open(self, tenant: str, kind: str, kid: str, op: str, lsn: int, sealed: object) -> dict:
+    def open_fields(self, tenant: str, ad: bytes, sealed: object) -> dict:
+        """The fields `seal_fields` sealed under `ad`, or Unauthenticated."""
         if self.keyring is None or not isinstance(sealed, str):
             raise Unauthenticated("store has no key" if self.keyring is None else "sealed row is not a string")
         raw = self._unbase64(sealed)
         enc, _ = self.keyring.tenant(self._tenant(tenant))
-        ad = self._row_ad(tenant, kind, kid, op, lsn)
         if not self.defences.authentication:
             plain = _ctr_decrypt(enc, raw[1:1 + NONCE], raw[1 + NONCE:])
         else:

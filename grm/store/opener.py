@@ -2,9 +2,8 @@
 redis://HOST:PORT/NS` a `RedisStore` in namespace NS (DESIGN's public contract). The faces' store
 openers (grm/cli/common.py, `Runtime.open`) call `open_backend`; nothing else opens stores.
 
-A Redis store has no local durability modes (the server's appendonly/appendfsync decide) and no
-encryption at rest yet: a master key with a Redis location is refused rather than ignored, so
-records are never written in the clear by a user who asked for encryption.
+A Redis store has no local durability modes (the server's appendonly/appendfsync decide); a
+master key encrypts a Redis namespace at rest as it does a folder (grm.store.redis_rows).
 """
 
 from __future__ import annotations
@@ -45,15 +44,12 @@ def open_backend(location: str | os.PathLike, *, master_key: bytes | None = None
     """Open the store at `location`: a Redis URL, else a local folder (`StoreConfig(root=location,
     master_key=..., **local)`, e.g. durability, compress, read_only)."""
     if is_redis(location):
-        if master_key is not None:
-            raise UserInputError("the Redis store does not encrypt at rest yet: drop the master key "
-                                 "(--key-file / GRM_MASTER_KEY) or use a local store")
         ignored = sorted(k for k, v in local.items() if v not in (None, False, "normal"))
         if ignored:
             log.warning("Redis store %s: %s set by the Redis server, not here", location, ", ".join(ignored))
         from grm.store.redis_backend import RedisStore
 
-        return RedisStore.open(redis_config(location))
+        return RedisStore.open(redis_config(location), master_key=master_key)
     from grm.store.config import StoreConfig
     from grm.store.store import Store
 

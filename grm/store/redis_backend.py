@@ -10,25 +10,28 @@ second process writing the same tenant gets a StoreError naming when the lease e
 writer that dies stops renewing; after the expiry another process takes the lease, and nothing
 committed is lost (every commit is one atomic server-side script). `close()` releases leases.
 
-Keys (namespace N; tenant folder th = sha256(tenant)[:16]):
+Keys (namespace N; tenant folder th = sha256(tenant)[:16]; row, child and payload spellings,
+plain or sealed, in grm.store.redis_rows):
+    N:marker                    plain or encrypted (salt + key verifier); see grm.store.redis_rows
     N:lsn                       INCR counter: LSNs, one per mutation, assigned at commit
     N:log                       stream: one entry per committed transaction (first LSN, ops JSON)
-    N:rows:<tenant>             hash: kind "\\0" key -> row JSON {tenant, kind, key, parent, meta,
-                                payload, size, text, state, lsn}
-    N:kids:<tenant>:<kind>:<parent>  set of child keys
-    N:pay:<th>:<sha256 hex>     payload bytes (content-addressed within a tenant; verified on read)
+    N:rows:<tenant>             hash: kind "\\0" key (sealed: kid) -> row JSON
+    N:kids:<tenant>:<kind>:<parent>  set of child keys (sealed: kids)
+    N:pay:<th>:<name>           payload bytes (plain: name = SHA-256; sealed: keyed name, envelope)
     N:lease:<tenant>            the writer's token, with expiry
-Commit = one Lua script: check every tenant lease still holds our token, INCRBY the LSN, write
-rows (the LSN substituted into each row), update child sets, XADD the log entry. A lost lease
-fails the whole transaction (StoreError), never half of it. Durability is the Redis server's
-(appendonly / appendfsync): RedisConfig does not take a durability mode. Not yet: encryption at
-rest. search_text ranks by BM25 in the client (grm.store.redis_search), as FTS5 does locally.
+Commit = one Lua script: check the marker is the one this process opened and every tenant lease
+still holds our token, INCRBY the LSN, write rows (the LSN substituted into each row), update
+child sets, XADD the log entry. A lost lease fails the whole transaction (StoreError), never half
+of it. Durability is the Redis server's (appendonly / appendfsync): RedisConfig does not take a
+durability mode. Encryption at rest: `RedisStore.open(config, master_key=...)` seals every row's
+key, parent, meta and text and every payload (grm.store.redis_rows). search_text ranks by BM25
+in the client (grm.store.redis_search) over the rows this process reads (and, sealed, opens):
+Redis never sees a word of an encrypted namespace, so no server-side index is possible there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import threading
@@ -41,14 +44,17 @@ from urllib.parse import urlsplit
 from grm.errors import StoreError, UserInputError
 from grm.store.fsck import FsckReport
 from grm.store.layout import tenant_dir_name
+from grm.store.redis_rows import (CLAIM_SCRIPT, PLAIN_MARKER, PlainRows, SealedRows, encrypted_marker,
+                                  marker_keyring)
 from grm.store.redis_search import bm25, tenant_kinds
-from grm.store.record import (Record, canonical_json, check_key, check_name, check_state, check_text,
-                              exported, normalize_meta)
+from grm.store.record import Record, check_key, check_name, check_state, check_text, exported, normalize_meta
 
 _COMMIT = """
+local m = redis.call('GET', KEYS[3])
+if not m then redis.call('SET', KEYS[3], ARGV[4]) elseif m ~= ARGV[4] then return redis.error_reply('GRM_MARKER') end
 local n = tonumber(ARGV[2])
 for i = 1, n do
-  if redis.call('GET', KEYS[2 + i]) ~= ARGV[1] then return redis.error_reply('GRM_LEASE_LOST') end
+  if redis.call('GET', KEYS[3 + i]) ~= ARGV[1] then return redis.error_reply('GRM_LEASE_LOST') end
 end
 local ops = cjson.decode(ARGV[3])
 local first = redis.call('INCRBY', KEYS[1], #ops) - #ops + 1
@@ -127,6 +133,12 @@ class RedisConfig:
         if not isinstance(self.lease_ms, int) or self.lease_ms < 100:
             raise UserInputError(f"lease_ms must be an integer >= 100, got {self.lease_ms!r}")
 
+    @property
+    def location(self) -> str:
+        """redis://HOST:PORT/NAMESPACE without credentials (for messages and stats)."""
+        where = urlsplit(self.url)
+        return f"{where.scheme}://{where.hostname}:{where.port or 6379}/{self.namespace}"
+
 
 class RedisTxn:
     """Mutations collected until `RedisStore.transaction()` exits; LSNs are assigned at commit,
@@ -144,15 +156,14 @@ class RedisTxn:
 
     def _row(self, ident, rec: Record | None, old: Record | None) -> None:
         s, (tenant, kind, key) = self._s, ident
-        op: dict = {"h": s._k("rows", tenant), "f": f"{kind}\0{key}", "v": False}
+        rows = s.rows
+        op: dict = {"h": s._k("rows", tenant), "f": rows.field(tenant, kind, key), "v": False}
         if rec is not None:
-            doc = dict(zip(("tenant", "kind", "key", "parent", "meta", "payload", "size", "text", "state"),
-                           rec.to_list()[:9]))
-            op["v"] = canonical_json({**doc, "lsn": "@LSN@"})  # the script puts the LSN in place of "@LSN@"
+            op["v"] = rows.encode(rec)  # the script puts the LSN in place of "@LSN@"
             if rec.parent is not None:
-                op["add"] = [s._k("kids", tenant, kind, rec.parent), key]
+                op["add"] = [s._k("kids", tenant, kind, rows.ref(tenant, kind, rec.parent)), rows.ref(tenant, kind, key)]
         if old is not None and old.parent is not None and (rec is None or rec.parent != old.parent):
-            op["rem"] = [s._k("kids", tenant, kind, old.parent), key]
+            op["rem"] = [s._k("kids", tenant, kind, rows.ref(tenant, kind, old.parent)), rows.ref(tenant, kind, key)]
         self.ops.append(op)
         self.tenants.add(tenant)
         self.overlay[ident] = rec
@@ -164,7 +175,7 @@ class RedisTxn:
         meta = normalize_meta(meta)
         digest, size = None, 0
         if payload is not None:
-            digest, size = self._s._write_payload(tenant, bytes(payload))
+            digest, size = self._s._write_payload(tenant, kind, key, bytes(payload))
         rec = Record(tenant, kind, key, parent, meta, digest, size, text, state, 0)
         self._row(ident, rec, self._current(ident))
         return exported(rec)
@@ -186,9 +197,14 @@ class RedisTxn:
 
 
 class RedisStore:
-    def __init__(self, config: RedisConfig, client) -> None:
+    def __init__(self, config: RedisConfig, client, marker: str = PLAIN_MARKER,
+                 rows: PlainRows | None = None) -> None:
+        """Use `RedisStore.open`. `marker` is the namespace marker this process writes under;
+        `rows` spells rows and payloads (plain, or sealed with the namespace's keyring)."""
         self.config = config
         self._r = client
+        self._marker = marker
+        self.rows = rows or PlainRows()
         self._token = os.urandom(16).hex()
         self._held: set[str] = set()
         self._lost: set[str] = set()
@@ -198,12 +214,14 @@ class RedisStore:
         self._commit = client.register_script(_COMMIT)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
-        self.counters = {"payload_corrupt": 0, "payload_missing": 0}
+        self.counters = {"payload_corrupt": 0, "payload_missing": 0, "text_unauthenticated": 0}
         self._renewer = threading.Thread(target=self._renew_loop, name="grm-redis-lease", daemon=True)
         self._renewer.start()
 
     @classmethod
-    def open(cls, config: RedisConfig) -> RedisStore:
+    def open(cls, config: RedisConfig, master_key: bytes | None = None) -> RedisStore:
+        """Connect; with `master_key`, open (or create) the namespace encrypted. A plain namespace
+        opened with a key, an encrypted one without, or a wrong key: StoreError, nothing read."""
         try:
             import redis
         except ImportError:
@@ -213,7 +231,26 @@ class RedisStore:
             client.ping()
         except redis.RedisError as e:
             raise StoreError(f"cannot reach Redis at {config.url}: {e}") from e
-        return cls(config, _Guarded(client, config.url))
+        guarded = _Guarded(client, config.url)
+        where, marker_key = config.location, f"{config.namespace}:marker"
+        try:
+            if master_key is None:
+                marker = guarded.get(marker_key)
+            else:
+                claim = guarded.register_script(CLAIM_SCRIPT)
+                try:
+                    marker = claim(keys=[marker_key, f"{config.namespace}:lsn"], args=[encrypted_marker(master_key)])
+                except redis.ResponseError as e:
+                    if "GRM_UNMARKED_DATA" not in str(e):
+                        raise StoreError(f"Redis refused to open {where}: {e}") from e
+                    marker = PLAIN_MARKER  # written before markers: plain
+            keyring = None if marker is None else marker_keyring(marker, master_key, where)
+        except BaseException:
+            guarded.close()
+            raise
+        if keyring is None:
+            return cls(config, guarded)
+        return cls(config, guarded, marker.decode() if isinstance(marker, bytes) else marker, SealedRows(keyring))
 
     def _k(self, *parts: str) -> str:
         return ":".join((self.config.namespace, *parts))
@@ -243,10 +280,10 @@ class RedisStore:
 
     # ---- writes ------------------------------------------------------------------------------
 
-    def _write_payload(self, tenant: str, data: bytes) -> tuple[str, int]:
-        digest = hashlib.sha256(data).hexdigest()
-        self._r.set(self._k("pay", tenant_dir_name(tenant), digest), data)
-        return digest, len(data)
+    def _write_payload(self, tenant: str, kind: str, key: str, data: bytes) -> tuple[str, int]:
+        name, value = self.rows.seal_payload(tenant, kind, key, data)
+        self._r.set(self._k("pay", tenant_dir_name(tenant), name), value)
+        return name, len(data)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[RedisTxn]:
@@ -266,10 +303,13 @@ class RedisStore:
         tenants = sorted(txn.tenants)
         for t in tenants:
             self._lease(t)
-        keys = [self._k("lsn"), self._k("log")] + [self._k("lease", t) for t in tenants]
+        keys = [self._k("lsn"), self._k("log"), self._k("marker")] + [self._k("lease", t) for t in tenants]
         try:
-            self._commit(keys=keys, args=[self._token, len(tenants), json.dumps(txn.ops)])
+            self._commit(keys=keys, args=[self._token, len(tenants), json.dumps(txn.ops), self._marker])
         except redis.ResponseError as e:
+            if "GRM_MARKER" in str(e):
+                raise StoreError(f"Redis store {self.config.location} was re-created or its encryption changed "
+                                 "since this process opened it; nothing was written, reopen it") from None
             if "GRM_LEASE_LOST" in str(e):
                 self._lost.update(tenants)
                 self._held.difference_update(tenants)
@@ -300,24 +340,32 @@ class RedisStore:
         if self._closed:
             raise StoreError("Redis store is closed")
 
-    @staticmethod
-    def _decode(raw: bytes) -> Record:
-        d = json.loads(raw)
-        return Record(d["tenant"], d["kind"], d["key"], d["parent"], d["meta"], d["payload"], d["size"],
-                      d["text"], d["state"], d["lsn"])
+    def _decode(self, tenant: str, field: str, raw: bytes) -> Record:
+        rec = self.rows.decode(tenant, field, raw)
+        self.counters["text_unauthenticated"] = getattr(self.rows, "unauthenticated", 0)
+        return rec
 
     def get(self, tenant: str, kind: str, key: str) -> Record | None:
+        """The row, or None: missing, or (encrypted) failing to authenticate - a miss the caller
+        recomputes; its write replaces the row."""
         self._check_open()
-        raw = self._r.hget(self._k("rows", check_name("tenant", tenant)), f"{check_name('kind', kind)}\0{key}")
-        return self._decode(raw) if raw is not None else None
+        field = self.rows.field(check_name("tenant", tenant), check_name("kind", kind), key)
+        raw = self._r.hget(self._k("rows", tenant), field)
+        if raw is None:
+            self.rows.drop(tenant, field)
+            return None
+        rec = self._decode(tenant, field, raw)
+        return rec if rec.key == key else None
 
     def children(self, tenant: str, kind: str, parent: str) -> list[Record]:
         self._check_open()
-        keys = sorted(k.decode() for k in self._r.smembers(self._k("kids", check_name("tenant", tenant),
-                                                                    check_name("kind", kind), parent)))
-        raws = self._r.hmget(self._k("rows", tenant), [f"{kind}\0{k}" for k in keys]) if keys else []
-        rows = [self._decode(r) for r in raws if r is not None]
-        return sorted((r for r in rows if r.state == "active" and r.parent == parent), key=lambda r: r.lsn)
+        rows = self.rows
+        refs = sorted(k.decode() for k in self._r.smembers(self._k(
+            "kids", check_name("tenant", tenant), check_name("kind", kind), rows.ref(tenant, kind, parent))))
+        fields = [f"{kind}\0{ref}" for ref in refs]
+        raws = self._r.hmget(self._k("rows", tenant), fields) if fields else []
+        got = [self._decode(tenant, f, r) for f, r in zip(fields, raws) if r is not None]
+        return sorted((r for r in got if r.state == "active" and r.parent == parent), key=lambda r: r.lsn)
 
     def records(self, tenant: str | None = None, kind: str | None = None) -> Iterator[Record]:
         self._check_open()
@@ -327,7 +375,9 @@ class RedisStore:
             names = [check_name("tenant", tenant)]
         out = []
         for t in names:
-            out += [self._decode(v) for v in self._r.hvals(self._k("rows", t))]
+            fields = {f.decode("utf-8", "surrogateescape"): v for f, v in self._r.hgetall(self._k("rows", t)).items()}
+            self.rows.forget(t, set(fields))
+            out += [self._decode(t, f, v) for f, v in fields.items()]
         return iter([r for r in out if kind is None or r.kind == kind])
 
     def read_payload(self, record: Record) -> bytes | None:
@@ -339,10 +389,10 @@ class RedisStore:
         if data is None:
             self.counters["payload_missing"] += 1
             return None
-        if len(data) != record.payload_size or hashlib.sha256(data).hexdigest() != record.payload:
+        out = self.rows.open_payload(record, data)
+        if out is None:
             self.counters["payload_corrupt"] += 1
-            return None
-        return bytes(data)
+        return out
 
     def payload_path(self, record: Record) -> Path:
         raise StoreError("a Redis store has no payload files")
@@ -359,9 +409,8 @@ class RedisStore:
         rows = list(self.records())
         where = urlsplit(self.config.url)  # no credentials in what stats print
         return {"backend": "redis", "url": f"{where.scheme}://{where.hostname}:{where.port or 6379}{where.path}",
-                "namespace": self.config.namespace,
-                "root": f"{where.scheme}://{where.hostname}:{where.port or 6379}/{self.config.namespace}",
-                "durability": "the Redis server's (appendonly / appendfsync)", "encrypted": False,
+                "namespace": self.config.namespace, "root": self.config.location,
+                "durability": "the Redis server's (appendonly / appendfsync)", "encrypted": self.rows.encrypted,
                 "compressed": False, "records": len(rows), "tenants": tenant_kinds(rows), "last_lsn": int(self._r.get(self._k("lsn")) or 0),
                 "leases_held": sorted(self._held), "counters": dict(self.counters)}
 

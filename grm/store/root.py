@@ -31,7 +31,7 @@ import os
 import time
 
 from grm.errors import StoreError
-from grm.store.crypt import Keyring, key_check, new_kdf_salt
+from grm.store.crypt import Keyring, key_check, keyring_for, new_kdf_salt
 from grm.store.fs import FileSystem, LockHandle, atomic_write, ensure_dir
 from grm.store.layout import (
     ENCRYPTED_FORMAT_VERSION,
@@ -114,21 +114,13 @@ def _check_marker(fs: FileSystem, layout: Layout, master_key: bytes | None) -> K
         raise StoreError(f"{layout.root} is not a GRM store (marker format {fmt!r})")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise StoreError(f"{layout.root} has store format version {version}; this GRM reads up to {FORMAT_VERSION}")
-    enc = doc.get("encryption")
-    if enc is None:
-        if master_key is not None:
-            raise StoreError(f"store {layout.root} was created without encryption; open it without a master key")
-        return None
-    if master_key is None:
-        raise StoreError(f"store {layout.root} is encrypted: give its master key (--key-file PATH or GRM_MASTER_KEY)")
-    try:
-        keyring = Keyring(master_key, bytes.fromhex(enc["salt"]))
-        check = str(enc["check"])
-    except (KeyError, TypeError, ValueError):
-        raise StoreError(f"{layout.root} has an unreadable encryption section in its {MARKER_NAME} marker") from None
-    if not keyring.matches(check):
-        raise StoreError(f"wrong master key for store {layout.root}")
-    return keyring
+    enc, section = doc.get("encryption"), None
+    if enc is not None:
+        try:
+            section = (bytes.fromhex(enc["salt"]), str(enc["check"]))
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(f"{layout.root} has an unreadable encryption section in its {MARKER_NAME} marker") from None
+    return keyring_for(section, master_key, f"store {layout.root}")
 
 
 def take_lock(fs: FileSystem, layout: Layout, timeout: float) -> LockHandle:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from grm.errors import StoreError, UserInputError
+from grm.errors import StoreError
 from grm.store.opener import open_backend
 from tests.conftest import ROOT, free_port, lorem, start_redis
 
@@ -106,9 +106,12 @@ def test_the_writer_lease_holds_across_processes(redis_url):
         assert s.put("alice", "note", "mine", text="now mine").text == "now mine"
 
 
-def test_a_master_key_with_redis_is_refused_not_ignored(redis_url):
-    with pytest.raises(UserInputError, match="does not encrypt at rest"):
-        open_backend(_namespace(redis_url), master_key=b"k" * 32)
+def test_a_master_key_with_redis_encrypts_and_is_not_ignored(redis_url):
+    url = _namespace(redis_url)
+    with open_backend(url, master_key=b"k" * 32) as s:  # tests/store/test_redis_encryption.py
+        assert s.stats()["encrypted"] is True
+    with pytest.raises(StoreError, match="is encrypted: give its master key"):
+        open_backend(url)
     done = _grm("stats", "--store", _namespace(redis_url), "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["records"] == 0  # an empty namespace reads empty
     salvage = _grm("fsck", "--salvage", "--store", _namespace(redis_url))

@@ -1,6 +1,6 @@
 """The store contract (grm.store.backend.StoreBackend), run against every backend: the local
-`Store` and `RedisStore` (a real redis-server on a loopback port; those cases skip, with the
-reason, when redis-server or the redis package is missing).
+`Store` and `RedisStore`, plain and encrypted (a real redis-server on a loopback port; those cases
+skip, with the reason, when redis-server or the redis package is missing).
 
 Expectations:
 1. Both backends satisfy StoreBackend; optional abilities are declared, not probed.
@@ -55,7 +55,7 @@ def _local(tmp_path: Path) -> Backend:
 _namespaces = iter(range(10**6))
 
 
-def _redis(url: str) -> Backend:
+def _redis(url: str, master_key: bytes | None = None) -> Backend:
     import redis
 
     namespace = f"contract{next(_namespaces)}"
@@ -69,14 +69,15 @@ def _redis(url: str) -> Backend:
         client.set(key, bytes(data))
         client.close()
 
-    return Backend("redis", lambda: open_backend(location), flip, ())
+    name = "redis" if master_key is None else "redis-encrypted"
+    return Backend(name, lambda: open_backend(location, master_key=master_key), flip, ())
 
 
-@pytest.fixture(params=["local", "redis"])
+@pytest.fixture(params=["local", "redis", "redis-encrypted"])
 def backend(request, tmp_path: Path) -> Backend:
     if request.param == "local":
         return _local(tmp_path)
-    return _redis(request.getfixturevalue("redis_url"))
+    return _redis(request.getfixturevalue("redis_url"), bytes(range(32)) if request.param == "redis-encrypted" else None)
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def store(backend: Backend):
 
 def test_backend_satisfies_the_interface_and_declares_its_abilities(backend: Backend, store) -> None:
     assert isinstance(store, StoreBackend)
-    assert isinstance(store, RedisStore if backend.name == "redis" else Store)
+    assert isinstance(store, RedisStore if backend.name.startswith("redis") else Store)
     for ability in (ScatterReads, DurabilityControl):
         assert isinstance(store, ability) == (ability in backend.abilities), ability.__name__
 
@@ -204,7 +205,5 @@ def test_a_location_names_its_backend() -> None:
             redis_config(bad)
 
 
-def test_a_master_key_with_a_redis_location_is_refused_not_ignored() -> None:
-    """Nothing is connected or written: the refusal comes before any I/O."""
-    with pytest.raises(UserInputError, match="does not encrypt"):
-        open_backend("redis://127.0.0.1:1/ns", master_key=bytes(32))
+def test_a_master_key_with_a_redis_location_is_used_not_ignored(backend: Backend, store) -> None:
+    assert store.stats()["encrypted"] == (backend.name == "redis-encrypted")
