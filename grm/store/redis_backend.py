@@ -44,8 +44,8 @@ from urllib.parse import urlsplit
 from grm.errors import StoreError, UserInputError
 from grm.store.fsck import FsckReport
 from grm.store.layout import tenant_dir_name
-from grm.store.redis_rows import (CLAIM_SCRIPT, PLAIN_MARKER, PlainRows, SealedRows, encrypted_marker,
-                                  marker_keyring)
+from grm.store.redis_rows import (CLAIM_SCRIPT, PLAIN_MARKER, PlainRows, RowCache, SealedRows,
+                                  encrypted_marker, marker_keyring)
 from grm.store.redis_search import bm25, tenant_kinds
 from grm.store.record import Record, check_key, check_name, check_state, check_text, exported, normalize_meta
 
@@ -205,6 +205,7 @@ class RedisStore:
         self._r = client
         self._marker = marker
         self.rows = rows or PlainRows()
+        self._cache = RowCache(self.rows)
         self._token = os.urandom(16).hex()
         self._held: set[str] = set()
         self._lost: set[str] = set()
@@ -340,22 +341,17 @@ class RedisStore:
         if self._closed:
             raise StoreError("Redis store is closed")
 
-    def _decode(self, tenant: str, field: str, raw: bytes) -> Record:
-        rec = self.rows.decode(tenant, field, raw)
+    def _counted(self, found):
         self.counters["text_unauthenticated"] = getattr(self.rows, "unauthenticated", 0)
-        return rec
+        return found
 
     def get(self, tenant: str, kind: str, key: str) -> Record | None:
         """The row, or None: missing, or (encrypted) failing to authenticate - a miss the caller
         recomputes; its write replaces the row."""
         self._check_open()
         field = self.rows.field(check_name("tenant", tenant), check_name("kind", kind), key)
-        raw = self._r.hget(self._k("rows", tenant), field)
-        if raw is None:
-            self.rows.drop(tenant, field)
-            return None
-        rec = self._decode(tenant, field, raw)
-        return rec if rec.key == key else None
+        got = self._counted(self._cache.one(tenant, field, self._r.hget(self._k("rows", tenant), field)))
+        return got.export() if got is not None and got.rec.key == key else None
 
     def children(self, tenant: str, kind: str, parent: str) -> list[Record]:
         self._check_open()
@@ -364,8 +360,10 @@ class RedisStore:
             "kids", check_name("tenant", tenant), check_name("kind", kind), rows.ref(tenant, kind, parent))))
         fields = [f"{kind}\0{ref}" for ref in refs]
         raws = self._r.hmget(self._k("rows", tenant), fields) if fields else []
-        got = [self._decode(tenant, f, r) for f, r in zip(fields, raws) if r is not None]
-        return sorted((r for r in got if r.state == "active" and r.parent == parent), key=lambda r: r.lsn)
+        got = [self._cache.one(tenant, f, r) for f, r in zip(fields, raws) if r is not None]
+        self._counted(None)
+        return sorted((o.export() for o in got if o.rec.state == "active" and o.rec.parent == parent),
+                      key=lambda r: r.lsn)
 
     def records(self, tenant: str | None = None, kind: str | None = None) -> Iterator[Record]:
         self._check_open()
@@ -373,12 +371,11 @@ class RedisStore:
             names = [k.decode()[len(self._k("rows", "")):] for k in self._r.scan_iter(self._k("rows", "*"))]
         else:
             names = [check_name("tenant", tenant)]
-        out = []
-        for t in names:
-            fields = {f.decode("utf-8", "surrogateescape"): v for f, v in self._r.hgetall(self._k("rows", t)).items()}
-            self.rows.forget(t, set(fields))
-            out += [self._decode(t, f, v) for f, v in fields.items()]
-        return iter([r for r in out if kind is None or r.kind == kind])
+        out = [o for t in names for o in self._tenant_rows(t) if kind is None or o.rec.kind == kind]
+        return iter([o.export() for o in out])
+
+    def _tenant_rows(self, tenant: str):
+        return self._counted(self._cache.tenant(tenant, self._r.hgetall(self._k("rows", tenant))))
 
     def read_payload(self, record: Record) -> bytes | None:
         """The bytes if they re-hash to the record's digest with its size; else None (a miss)."""
@@ -403,7 +400,9 @@ class RedisStore:
         FTS5 ranks them (grm.store.redis_search; one pass over the tenant's rows)."""
         if not isinstance(query, str):
             raise UserInputError(f"search query must be a string, got {type(query).__name__}")
-        return bm25(self.records(tenant), query, kind, limit)
+        self._check_open()
+        hits = bm25(self._tenant_rows(check_name("tenant", tenant)), query, kind, limit)
+        return [(d.export(), score) for d, score in hits]
 
     def stats(self) -> dict:
         rows = list(self.records())

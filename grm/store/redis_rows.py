@@ -31,7 +31,9 @@ Every read re-checks: size and SHA-256 (keyed name) of the bytes, authentication
 sealed rows. A sealed row that fails to open is not served: `get` returns None (the caller
 recomputes and its write replaces the row), `records` lists it as a damaged row whose key is
 "sealed:" + kid (as the local store lists an unauthenticated log row), counted once per version
-in `text_unauthenticated`.
+in `text_unauthenticated`. `RowCache` keeps what a process has decoded, keyed by the exact raw
+value, so a row is decrypted (and tokenized for search) once per version, never trusted stale:
+every read still fetches the raw value and a changed value is decoded again.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
+from collections import Counter
 
 from grm.errors import StoreError
 from grm.store.crypt import Keyring, key_check, keyring_for, new_kdf_salt
 from grm.store.defences import Defences
 from grm.store.envelope import Codec, Unauthenticated
-from grm.store.record import Record, canonical_json, exported
+from grm.store.record import Record, canonical_json
+from grm.store.redis_search import tokens
 from grm.store.state import SEALED_KEY
 
 PLAIN_MARKER = canonical_json({"version": 1, "encryption": None})
@@ -105,12 +108,6 @@ class PlainRows:
         return Record(d["tenant"], d["kind"], d["key"], d["parent"], d["meta"], d["payload"], d["size"],
                       d["text"], d["state"], d["lsn"])
 
-    def forget(self, tenant: str, fields: set[str] | None = None) -> None:
-        """Nothing cached in clear."""
-
-    def drop(self, tenant: str, field: str) -> None:
-        """Nothing cached in clear."""
-
     def seal_payload(self, tenant: str, kind: str, key: str, data: bytes) -> tuple[str, bytes]:
         """(name, stored value) of payload `data`."""
         return hashlib.sha256(data).hexdigest(), data
@@ -123,17 +120,13 @@ class PlainRows:
 
 
 class SealedRows(PlainRows):
-    """Rows sealed with the namespace's keyring (layout in the module docstring). Opened rows are
-    cached per (tenant, field) with the raw value they came from, so a row is decrypted once per
-    version per process (ranked search reads every row of a tenant per query)."""
+    """Rows sealed with the namespace's keyring (layout in the module docstring)."""
 
     encrypted = True
 
     def __init__(self, keyring: Keyring, defences: Defences | None = None) -> None:
         self.codec = Codec(keyring, compress=False, defences=defences or Defences())
-        self._opened: dict[tuple[str, str], tuple[bytes, Record]] = {}
-        self._mutex = threading.Lock()
-        self.unauthenticated = 0
+        self.unauthenticated = 0  # row versions that failed to open (RowCache decodes each once)
 
     def ref(self, tenant: str, kind: str, key: str) -> str:
         return self.codec.kid(tenant, kind, key)
@@ -148,17 +141,6 @@ class SealedRows(PlainRows):
                                "sealed": sealed})
 
     def decode(self, tenant: str, field: str, raw: bytes) -> Record:
-        raw = bytes(raw)
-        with self._mutex:
-            hit = self._opened.get((tenant, field))
-        if hit is not None and hit[0] == raw:
-            return exported(hit[1])  # callers may mutate meta: never hand out the cached one
-        rec = self._open(tenant, field, raw)
-        with self._mutex:
-            self._opened[(tenant, field)] = (raw, rec)
-        return exported(rec)
-
-    def _open(self, tenant: str, field: str, raw: bytes) -> Record:
         kind, _, kid = field.partition("\0")
         try:
             d = json.loads(raw)
@@ -174,19 +156,8 @@ class SealedRows(PlainRows):
                 raise Unauthenticated("sealed key does not match the row's kid")
             return Record(tenant, kind, f["key"], f["parent"], f["meta"], payload, size, f["text"], state, lsn)
         except (Unauthenticated, ValueError, KeyError, TypeError):
-            with self._mutex:
-                self.unauthenticated += 1
+            self.unauthenticated += 1
             return Record(tenant, kind, SEALED_KEY + kid, None, {}, None, 0, None, "damaged", 0)
-
-    def forget(self, tenant: str, fields: set[str] | None = None) -> None:
-        """Drop cached rows of `tenant` whose field is not in `fields` (all of them if None)."""
-        with self._mutex:
-            for ident in [i for i in self._opened if i[0] == tenant and (fields is None or i[1] not in fields)]:
-                del self._opened[ident]
-
-    def drop(self, tenant: str, field: str) -> None:
-        with self._mutex:
-            self._opened.pop((tenant, field), None)
 
     def seal_payload(self, tenant: str, kind: str, key: str, data: bytes) -> tuple[str, bytes]:
         name = self.codec.name(tenant, kind, key, hashlib.sha256(data).hexdigest())
@@ -197,3 +168,56 @@ class SealedRows(PlainRows):
             return None  # a row that failed to open: no key to authenticate its payload with
         return self.codec.decode_payload(record.tenant, record.kind, record.key, record.payload,
                                          record.payload_size, bytes(blob))
+
+
+class Opened:
+    """One decoded row version: the raw value it came from, the row (shared: hand out `export()`),
+    its meta as canonical JSON (a private copy per export), its word counts once searched."""
+
+    __slots__ = ("raw", "rec", "meta", "counts")
+
+    def __init__(self, raw: bytes, rec: Record) -> None:
+        self.raw, self.rec, self.meta = raw, rec, canonical_json(rec.meta)
+        self.counts: Counter | None = None
+
+    def export(self) -> Record:
+        r = self.rec
+        return Record(r.tenant, r.kind, r.key, r.parent, json.loads(self.meta), r.payload, r.payload_size,
+                      r.text, r.state, r.lsn)
+
+    def words(self) -> Counter:
+        if self.counts is None:
+            self.counts = Counter(tokens(self.rec.text or ""))
+        return self.counts
+
+
+class RowCache:
+    """Rows this process decoded, per tenant and hash field, each with the raw value it came
+    from: a row is decoded (for a sealed one: authenticated and decrypted) once per version. Only
+    an identical raw value is a hit; bounded by the rows of the tenants read (a tenant's map is
+    replaced by each full read of the tenant). Dict operations only: safe under threads."""
+
+    def __init__(self, rows: PlainRows) -> None:
+        self.rows = rows
+        self._tenants: dict[str, dict[str, Opened]] = {}
+
+    def one(self, tenant: str, field: str, raw: bytes | None) -> Opened | None:
+        seen = self._tenants.setdefault(tenant, {})
+        if raw is None:
+            seen.pop(field, None)
+            return None
+        hit = seen.get(field)
+        if hit is None or hit.raw != raw:
+            hit = seen[field] = Opened(bytes(raw), self.rows.decode(tenant, field, raw))
+        return hit
+
+    def tenant(self, tenant: str, values: dict[bytes, bytes]) -> list[Opened]:
+        """Every row of `tenant` (hash field -> raw value, as HGETALL returns them)."""
+        old = self._tenants.get(tenant, {})
+        new: dict[str, Opened] = {}
+        for f, raw in values.items():
+            field = f.decode("utf-8", "surrogateescape")
+            hit = old.get(field)
+            new[field] = hit if hit is not None and hit.raw == raw else Opened(bytes(raw), self.rows.decode(tenant, field, raw))
+        self._tenants[tenant] = new
+        return list(new.values())

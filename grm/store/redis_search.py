@@ -6,8 +6,11 @@ so a query ranks rows the same way, with the same scores, on both backends when 
 the store (tests/scale/test_redis_search.py). FTS5's statistics span every tenant of a local
 store; here they span the tenant's own rows (no tenant's words weigh on another's ranking).
 
-Cost: one pass over the tenant's active rows with text per query (no server-side index): fine
-for thousands of rows, linear beyond (bench/results/scale.md measures the local store only).
+Cost: one pass over the tenant's rows per query (no server-side index: in an encrypted
+namespace Redis never sees a word). The rows come from the backend's RowCache
+(grm.store.redis_rows), which decodes, decrypts and counts the words of each row version once per
+process, so a query costs one HGETALL and the BM25 sums: fine for thousands of rows, linear
+beyond (bench/results/scale.md measures the local store only).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from typing import Protocol
 
 from grm.store.record import Record
 
@@ -29,8 +33,15 @@ def tokens(text: str) -> list[str]:
     return [t.casefold() for t in _WORD.findall(text)]
 
 
-def bm25(rows: Iterable[Record], query: str, kind: str | None = None,
-         limit: int = 10) -> list[tuple[Record, float]]:
+class Doc(Protocol):
+    """A row with its word counts (grm.store.redis_rows.Opened)."""
+
+    rec: Record
+
+    def words(self) -> Counter: ...
+
+
+def bm25(rows: Iterable[Doc], query: str, kind: str | None = None, limit: int = 10) -> list[tuple[Doc, float]]:
     """Active rows (of `kind`, if given) whose text holds a word of `query`, best first by BM25
     (higher is better), ties by LSN. `rows` are all the tenant's rows: like FTS5's, the
     statistics (row count, document frequency, average length) count every row, whatever its
@@ -40,7 +51,7 @@ def bm25(rows: Iterable[Record], query: str, kind: str | None = None,
     terms = [t.casefold() for t in list(dict.fromkeys(_WORD.findall(query)))[:MAX_QUERY_TOKENS]]
     if not terms or limit <= 0:
         return []
-    docs = [(r, Counter(tokens(r.text or ""))) for r in rows]
+    docs = [(d, d.words()) for d in rows]
     if not docs:
         return []
     n = len(docs)
@@ -49,14 +60,15 @@ def bm25(rows: Iterable[Record], query: str, kind: str | None = None,
     df = {t: sum(1 for _, c in docs if t in c) for t in terms}
     idf = {t: max(math.log((n - d + 0.5) / (d + 0.5)), 1e-6) for t, d in df.items()}  # FTS5's floor
     hits = []
-    for (r, c), length in zip(docs, lengths):
+    for (d, c), length in zip(docs, lengths):
+        r = d.rec
         if r.state != "active" or not r.text or (kind is not None and r.kind != kind):
             continue
         score = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + K1 * (1 - B + B * length / avg)) for t in terms if t in c)
         # (terms may repeat after folding: each phrase adds its share, as in FTS5)
         if score > 0:
-            hits.append((r, score))
-    hits.sort(key=lambda h: (-h[1], h[0].lsn))
+            hits.append((d, score))
+    hits.sort(key=lambda h: (-h[1], h[0].rec.lsn))
     return hits[:limit]
 
 
