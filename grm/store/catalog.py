@@ -32,6 +32,11 @@ from grm.store.record import Record, canonical_json
 log = logging.getLogger("grm.store")
 
 SCHEMA_VERSION = "1"
+# Routing on big catalogs (Catalog._selective): measured in bench/results/scale.md.
+SELECTIVE_MIN_ROWS = 20_000  # catalogs this small are searched exactly as asked
+SAMPLE_ROWS = 4_096  # newest rows a token's share is estimated on
+COMMON_SHARE = 0.01  # a token in more than this share of the rows is skipped while a rarer one remains
+MAX_POSTINGS = 20_000  # rows scored for a query whose every token is common
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalog_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rows(
@@ -156,23 +161,37 @@ class Catalog:
 
     def search(self, tenant: str, tokens: list[str], kind: str | None, limit: int) -> list[tuple[str, str, float]]:
         """(kind, key, score) of active rows of `tenant` matching any token, best first.
-        Tokens are quoted here, so no user text is ever parsed as FTS5 syntax."""
+        Tokens are quoted here, so no user text is ever parsed as FTS5 syntax. On a big catalog
+        the commonest tokens may be skipped (`_selective`)."""
+        tokens, window = self._selective(tokens)
         phrases = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
-        # The tenant is filtered by the join (r.tenant), not by `tag : T AND ...` in the MATCH:
-        # that AND walks the tenant's whole posting list on every query (2x the routing time at
-        # 10^5 rows, bench/results/scale.md). Scores are the same: bm25's statistics are the table's.
         match = f'text : ({phrases})'
-        sql = ("SELECT r.kind, r.key, bm25(rows_fts, 0.0, 1.0) AS s FROM rows_fts "
-               "JOIN rows r ON r.id = rows_fts.rowid "
-               "WHERE rows_fts MATCH ? AND r.tenant = ? AND r.state = 'active'")
-        args: list[object] = [match, tenant]
+        where, args = "", []
+        if window is not None:
+            where, args = " AND rowid > ?", [window]
+        filt, fargs = "r.tenant = ? AND r.state = 'active'", [tenant]
         if kind is not None:
-            sql += " AND r.kind = ?"
-            args.append(kind)
-        sql += " ORDER BY s LIMIT ?"
-        args.append(limit)
+            filt += " AND r.kind = ?"
+            fargs.append(kind)
+        # Rank in the FTS index alone first (no row lookup per match), then filter the best
+        # `inner` rows: exact whenever `limit` of them pass the filter, as in a one-tenant store.
+        # Otherwise rank with the filter joined in (the tenant is filtered by the join, not by
+        # `tag : T AND (...)` in the MATCH: that walks the tenant's whole posting list; scores
+        # are the same, bm25's statistics are the table's).
+        inner = limit * 4
         try:
-            hits = self.conn.execute(sql, args).fetchall()
+            hits = self.conn.execute(
+                f"SELECT r.kind, r.key, f.s FROM (SELECT rowid AS id, bm25(rows_fts, 0.0, 1.0) AS s "
+                f"FROM rows_fts WHERE rows_fts MATCH ?{where} ORDER BY s LIMIT ?) f "
+                f"JOIN rows r ON r.id = f.id WHERE {filt} ORDER BY f.s LIMIT ?",
+                [match, *args, inner, *fargs, limit]).fetchall()
+            if len(hits) < limit and self.conn.execute(
+                    f"SELECT count(*) FROM (SELECT rowid FROM rows_fts WHERE rows_fts MATCH ?{where} LIMIT ?)",
+                    [match, *args, inner + 1]).fetchone()[0] > inner:
+                hits = self.conn.execute(
+                    f"SELECT r.kind, r.key, bm25(rows_fts, 0.0, 1.0) AS s FROM rows_fts "
+                    f"JOIN rows r ON r.id = rows_fts.rowid WHERE rows_fts MATCH ?{where.replace('rowid', 'rows_fts.rowid')} "
+                    f"AND {filt} ORDER BY s LIMIT ?", [match, *args, *fargs, limit]).fetchall()
         except sqlite3.OperationalError as e:
             if "fts5" not in str(e):
                 raise
@@ -181,6 +200,37 @@ class Catalog:
             return []
         # bm25() is lower-is-better; the store's contract is higher-is-better.
         return [(k, key, -s) for k, key, s in hits]
+
+    def _selective(self, tokens: list[str]) -> tuple[list[str], int | None]:
+        """The tokens worth scoring, and a rowid floor (None: every row). BM25 scores every row
+        holding any query token, so one very common token makes a query cost a scan of a large
+        share of the catalog while adding almost nothing to the ranking (its idf is
+        ln((N - n + 0.5) / (n + 0.5)): 4.6 at 1% of the rows, against 9.2 at 0.01%). On a
+        catalog of more than SELECTIVE_MIN_ROWS rows (smaller ones are never changed), a token
+        found in more than COMMON_SHARE of the newest SAMPLE_ROWS rows is skipped when a rarer
+        one remains. Never all of them: if every token is common, the rarest is kept and only
+        the newest rows expected to hold MAX_POSTINGS of it are scored (recent memory first)."""
+        top = self.conn.execute("SELECT max(id) FROM rows").fetchone()[0] or 0
+        if top <= SELECTIVE_MIN_ROWS or len(self.conn.execute(
+                "SELECT 1 FROM rows LIMIT 1 OFFSET ?", (SELECTIVE_MIN_ROWS,)).fetchall()) == 0:
+            return tokens, None
+        floor = top - SAMPLE_ROWS
+        sampled = self.conn.execute("SELECT count(*) FROM rows WHERE id > ?", (floor,)).fetchone()[0] or 1
+        share = {}
+        for t in tokens:
+            quoted = 'text : "' + t.replace('"', '""') + '"'
+            try:
+                n = self.conn.execute("SELECT count(*) FROM rows_fts WHERE rows_fts MATCH ? AND rowid > ?",
+                                      (quoted, floor)).fetchone()[0]
+            except sqlite3.OperationalError:
+                n = 0  # searched (and reported) as it is
+            share[t] = n / sampled
+        kept = [t for t in tokens if share[t] <= COMMON_SHARE]
+        if kept:
+            return kept, None
+        rarest = min(tokens, key=lambda t: share[t])
+        reach = int(MAX_POSTINGS / max(share[rarest], 1e-9))
+        return [rarest], (top - reach if reach < top else None)
 
     def rows(self) -> list[Record]:
         """Every row as the catalog holds it (fsck compares them with the host state)."""
