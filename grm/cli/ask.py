@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from grm.cli.common import MAX_NEW_TOKENS_HELP, Choices, check_text, open_runtime, positive_int
+from grm.cli.common import (MAX_NEW_TOKENS_HELP, Choices, add_mount_flags, check_text, mount_options, open_runtime,
+                            positive_int)
 from grm.errors import UserInputError
 
 
@@ -29,8 +30,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--block-tokens", type=int, default=512, help=argparse.SUPPRESS)
     p.add_argument("--grafts", type=positive_int, default=3, metavar="K",
                    help="at most K grafts mounted in grafts mode (default 3)")
-    p.add_argument("--repair", type=int, default=0, metavar="N",
-                   help="grafts mode: recompute the first N tokens of each mounted graft in context (default 0)")
+    add_mount_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -51,7 +51,7 @@ def read_prompt(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     text = read_prompt(args)
     with open_runtime(args, create=False, block_tokens=args.block_tokens, graft_k=args.grafts,
-                      repair=args.repair) as rt:
+                      **mount_options(args)) as rt:
         answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False))

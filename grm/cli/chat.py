@@ -13,7 +13,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from grm.cli.common import MAX_NEW_TOKENS_HELP, Choices, byte_count, open_runtime, positive_int
+from grm.cli.common import (MAX_NEW_TOKENS_HELP, Choices, add_mount_flags, byte_count, mount_options, open_runtime,
+                            positive_int)
 from grm.errors import UserInputError
 
 
@@ -38,8 +39,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="seats of mounted grafts (default 1536)")
     p.add_argument("--device-budget", type=byte_count, default=64 << 20, metavar="BYTES",
                    help="graft K/V kept on the device plane between turns, e.g. 64M (default 64M)")
-    p.add_argument("--repair", type=int, default=0, metavar="N",
-                   help="recompute the first N tokens of each mounted graft in context (default 0)")
+    add_mount_flags(p)
     p.add_argument("--channel", default="combined", choices=Choices("grm.route", "CHANNELS"), metavar="CHANNEL",
                    help="routing channel: %(choices)s (default combined)")
     p.add_argument("--fold", action="store_true",
@@ -80,7 +80,7 @@ def _refuse(args: argparse.Namespace, turn: int, line: str, exc: UserInputError)
 def run(args: argparse.Namespace) -> int:
     lines = read_script(args.script) if args.script else None
     with open_runtime(args, graft_k=args.grafts, seat_budget=args.seat_budget, device_budget=args.device_budget,
-                      repair=args.repair, channel=args.channel, max_new_tokens=args.max_new_tokens) as rt:
+                      **mount_options(args), channel=args.channel, max_new_tokens=args.max_new_tokens) as rt:
         session = rt.chat(clear_context=args.clear_context, window_turns=args.window, fold=args.fold)
         source = lines if lines is not None else stdin_lines(iter(sys.stdin.buffer.readline, b""))
         for line in source:

@@ -78,6 +78,34 @@ def byte_count(text: str) -> int:
     return value
 
 
+def share(text: str) -> float:
+    """argparse type: a share in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
+def add_mount_flags(p: argparse.ArgumentParser) -> None:
+    """How routed grafts are placed beside each other: the flags `ask`, `chat` and `serve` share."""
+    p.add_argument("--repair", type=int, default=0, metavar="N",
+                   help="recompute the first N tokens of each mounted graft in context (default 0)")
+    p.add_argument("--blend", type=share, default=0.0, metavar="SHARE",
+                   help="with two or more grafts mounted, recompute this share of their tokens, those whose "
+                        "K/V deviate most from a joint read (CacheBlend-style; e.g. 0.15; default 0: off)")
+    p.add_argument("--reread", default="auto", choices=Choices("grm.runtime.config", "REREAD"), metavar="WHEN",
+                   help="%(choices)s: read a graft's text instead of mounting its K/V where that costs no more "
+                        "(auto, default: costs measured once per model and machine), never, or always")
+
+
+def mount_options(args: argparse.Namespace) -> dict[str, object]:
+    """The RuntimeConfig fields `add_mount_flags` sets."""
+    return {"repair": args.repair, "blend": args.blend, "reread": args.reread}
+
+
 MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(default)s)"
 
 

@@ -36,6 +36,8 @@ from grm.kv.forward import prefill
 
 SIZES = (16, 256)  # tokens: the two points each cost line is fitted through
 REPEATS = 3  # median of this many timings per point
+QUICK = ((16, 128), 2)  # sizes and repeats of the runtime's once-per-machine calibration (~2 s on CPU)
+RISK = 0.5  # composition risk: each other graft side by side makes a mount this much dearer
 
 
 @dataclass(frozen=True)
@@ -111,21 +113,29 @@ def calibrate(model: torch.nn.Module, dialect: Dialect, identity: str, sinks: KV
         mount.append((n, _median_s(mount_once, repeats)))
     pf, pt = _line(read)
     mf, mt = _line(mount)
-    return Costs(identity, f"{platform.machine()} {os.cpu_count()} CPUs {torch.get_num_threads()} threads",
-                 pf, pt, mf, mt, time.time())
+    return Costs(identity, machine(model), pf, pt, mf, mt, time.time())
+
+
+def machine(model: torch.nn.Module) -> str:
+    """What the costs depend on besides the model: CPU kind and count, threads, the device."""
+    return (f"{platform.machine()} {os.cpu_count()} CPUs {torch.get_num_threads()} threads "
+            f"{next(model.parameters()).device}")
 
 
 def load_or_calibrate(path: Path, model: torch.nn.Module, dialect: Dialect, identity: str, sinks: KV,
-                      vocab: int) -> Costs:
-    """The costs stored at `path` for this model, else calibrated now and stored there once."""
+                      vocab: int, sizes: tuple[int, int] = SIZES, repeats: int = REPEATS) -> Costs:
+    """The costs stored at `path` for this model on this machine, else calibrated now and stored
+    there once (a file that does not parse is measured again)."""
     path = Path(path)
-    if path.exists():
+    try:
         data = json.loads(path.read_text())
-        if data.get("identity") == identity:
+        if data.get("identity") == identity and data.get("machine") == machine(model):
             return Costs(**data)
-    costs = calibrate(model, dialect, identity, sinks, vocab)
+    except (OSError, ValueError, TypeError):
+        pass
+    costs = calibrate(model, dialect, identity, sinks, vocab, sizes, repeats)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(asdict(costs), indent=2) + "\n")
     os.replace(tmp, path)
     return costs

@@ -27,14 +27,16 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 from grm.dialects import Dialect
 from grm.errors import UserInputError
 from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
+from grm.grafts.blend import BlendConfig
 from grm.grafts.floor import DocumentFrequencies, ground
+from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
@@ -59,8 +61,22 @@ def question_text(question: str, lead: bool = True) -> str:
     q = question.strip()
     if "\nAnswer:" in q:
         return f"\n\nQuestion: {q}"
-    start = answer_lead(q) if lead else None
+    start = question_lead(q) if lead else None
     return QUESTION_TEMPLATE.format(q=q) + (f" {start}" if start else "")
+
+
+def question_lead(question: str) -> str | None:
+    """The answer's start `question_text` reads after the question (None: none). The answer
+    returned begins with it, so "What is my locker code?" answers "Your locker code is 4721."."""
+    q = question.strip()
+    return None if "\nAnswer:" in q else answer_lead(q)
+
+
+def with_lead(lead: str | None, text: str) -> str:
+    """The generated text after the lead it continues (nothing generated: nothing)."""
+    if not lead or not text:
+        return text
+    return lead + ("" if text[0] in ",.;:!?'" else " ") + text
 
 
 @dataclass
@@ -75,6 +91,7 @@ class Context:
     residency: Residency
     config: RuntimeConfig
     policy: Callable[[], "PolicyGlue"]  # the tenant's one policy glue (built on first use)
+    costs: Callable[[], Costs]  # mount vs re-read costs on this machine (measured on first use)
 
     def check_window(self, n: int, max_new: int) -> None:
         if n + max_new > self.dialect.max_positions:
@@ -113,6 +130,7 @@ class Ready:
     blocks_to_store: list[tuple[str, int, str, list[int]]] = field(default_factory=list)
     prefix: Prefix | None = None  # exact mode: what memory served of the prompt
     abstained: bool = False  # nothing routed holds anything on the question: say so, generate nothing
+    lead: str | None = None  # the answer's start read after the question (question_lead): returned with it
 
 
 # ----- 1-4: route, plan, load, arena, per mode --------------------------------------------------
@@ -179,10 +197,11 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     base = kv_from_cache(cache)
     if store_prompt and not history.prefix.pending:
         store_tail(ctx, history, base, prompt[split:])
-    arena = build(ctx.lm.model, ctx.dialect, base, mounts, repair=ctx.config.repair)
+    grafts = [graft_mount(r) for r in routed]
+    arena = mount(ctx, base, mounts, grafts)
     arena.from_memory += history.arena.from_memory - base.tokens  # only the history's stored part
-    mounted = history.mounted + [graft_mount(r) for r in routed]
-    return Ready(arena, [tail], "exact", mounted, lossy=True, routed=routed, prefix=history.prefix)
+    return Ready(arena, [tail], "exact", history.mounted + grafts, lossy=True, routed=routed,
+                 prefix=history.prefix)
 
 
 def store_tail(ctx: Context, history: Ready, base: KV, tail: str) -> None:
@@ -250,7 +269,7 @@ def plan_sections(ctx: Context, question: str, mode: str, max_new: int) -> Ready
     ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
     arena = build(ctx.lm.model, ctx.dialect, sinks, mounts)
     mounted = [block_mount(h.record, score=h.score) for h in hits]
-    return Ready(arena, [q_ids], mode, mounted)
+    return Ready(arena, [q_ids], mode, mounted, lead=question_lead(question))
 
 
 def mount_routed(ctx: Context, routed: list[Routed], live: list[str] = ()) -> list[Mount]:
@@ -285,9 +304,34 @@ def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
     q_ids = ctx.lm.tokenizer.encode(question_text(question))
     sinks = ctx.exact.sinks()
     ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
-    arena = build(ctx.lm.model, ctx.dialect, sinks, mounts, repair=ctx.config.repair)
+    mounted = [graft_mount(r) for r in routed]
+    arena = mount(ctx, sinks, mounts, mounted)
     lossy = len(routed) > 1 or any(r.graft.id in ctx.grafts.lossy_ids for r in routed)
-    return Ready(arena, [q_ids], "grafts", [graft_mount(r) for r in routed], lossy=lossy, routed=routed)
+    return Ready(arena, [q_ids], "grafts", mounted, lossy=lossy, routed=routed, lead=question_lead(question))
+
+
+def mount(ctx: Context, base: KV, mounts: list[Mount], mounted: list[dict]) -> Arena:
+    """Step 4 for routed grafts with the runtime's composition choices: boundary repair, blend
+    (RuntimeConfig.blend) and, per graft, mount or re-read (RuntimeConfig.reread). A graft read
+    as text is named so in `mounted` ("read": "text"); its tokens count as computed."""
+    cfg = ctx.config
+    arena = build(ctx.lm.model, ctx.dialect, base, mounts, repair=cfg.repair,
+                  blend=BlendConfig(ratio=cfg.blend) if cfg.blend > 0 else None, reread=reread_rule(ctx, mounts))
+    for m in mounted:
+        m["read"] = "text" if m["id"] in arena.reread else "mounted"
+    return arena
+
+
+def reread_rule(ctx: Context, mounts: list[Mount]) -> Callable[[Mount, int], bool] | None:
+    """Which grafts to read as text: none, all, or (auto) those whose re-read costs no more than
+    their mount, counting the composition risk of the grafts beside them (grm/grafts/reread.py)."""
+    choice = ctx.config.reread
+    if choice == "never" or all(m.kv is None for m in mounts):
+        return None
+    if choice == "always":
+        return lambda m, side_by_side: True
+    costs = ctx.costs()
+    return lambda m, side_by_side: costs.reread(len(m.ids), side_by_side, RISK)
 
 
 def abstains(ctx: Context, question: str, texts: list[str]) -> bool:
@@ -328,7 +372,7 @@ def plan_none(ctx: Context, question: str, max_new: int, stored_text: Callable[[
     room = ctx.dialect.max_positions - len(sinks) - len(q_ids) - max_new
     ctx.check_window(len(sinks) + len(q_ids), max_new)
     tail = tok.encode(stored_text())[-room:] if room > 0 else []
-    return Ready(Arena(new_cache(), 0), [sinks + tail + q_ids], "none")
+    return Ready(Arena(new_cache(), 0), [sinks + tail + q_ids], "none", lead=question_lead(question))
 
 
 # ----- 5-7: prefill, generate, harvest ----------------------------------------------------------
@@ -387,10 +431,19 @@ def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
         t = time.perf_counter() - t0
         return Answer(answer=line, mode=ready.mode, ttft_s=t, total_s=t, prompt_tokens=0, tokens_from_memory=0,
                       tokens_computed=0, mounted=ready.mounted, abstained=True)
+    if ready.lead and gen.on_token is not None:  # the stream starts with the lead, as the answer does
+        first = [True]
+
+        def on_token(delta: str, _send=gen.on_token) -> bool | None:
+            if first and delta:
+                first.clear()
+                delta = with_lead(ready.lead, delta)
+            return _send(delta)
+        gen = replace(gen, on_token=on_token)
     out = run(ctx, ready, gen, t0)
     from_memory = ready.arena.from_memory
     return Answer(
-        answer=out.text, mode=ready.mode, ttft_s=out.ttft_s, total_s=time.perf_counter() - t0,
+        answer=with_lead(ready.lead, out.text), mode=ready.mode, ttft_s=out.ttft_s, total_s=time.perf_counter() - t0,
         prompt_tokens=out.prompt_tokens, tokens_from_memory=from_memory,
         tokens_computed=out.prompt_tokens - from_memory, mounted=ready.mounted, lossy=ready.lossy,
         fallback=ready.fallback, completion_tokens=len(out.ids), finish_reason=out.finish_reason,

@@ -34,11 +34,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from grm.errors import UserInputError
-from grm.grafts import build
 from grm.grafts.floor import asks_memory
 from grm.kv import cache_from_kv, crop, kv_from_cache
 from grm.kv.forward import prefill
-from grm.runtime.answer import Generation, Ready, graft_mount, mount_routed, route_grafts, run
+from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, run
 from grm.runtime.policy_glue import evidence_id
 
 if TYPE_CHECKING:
@@ -138,7 +137,8 @@ class ChatSession:
         sinks = ctx.exact.sinks()
         needed = sinks.tokens + sum(len(m.ids) for m in mounts) + len(prompt_ids)
         ctx.check_window(needed, ctx.config.max_new_tokens + 4)
-        arena = build(model, ctx.dialect, sinks, mounts, repair=ctx.config.repair)
+        mounted = [graft_mount(r) for r in routed]
+        arena = mount(ctx, sinks, mounts, mounted)
         t_mount = time.perf_counter()
         out = run(ctx, Ready(arena, [prompt_ids], "chat"), Generation(ctx.config.max_new_tokens, TURN_STOPS), t0)
         t_gen = time.perf_counter()
@@ -149,7 +149,7 @@ class ChatSession:
         paging = ctx.residency.end_turn()
         end = arena.cache.get_seq_length()
         return Reply(
-            turn=self.turn, user=text, answer=out.text, mounted=[graft_mount(r) for r in routed], harvested=graft_id,
+            turn=self.turn, user=text, answer=out.text, mounted=mounted, harvested=graft_id,
             seats_resident=end, mounted_seats=sum(r.graft.tokens for r in routed),
             device_bytes=paging["device_bytes"], peak_device_bytes=paging["peak_device_bytes"],
             page_ins=ctx.residency.counters["device_page_ins"] - ins0, page_outs=paging["page_outs"],

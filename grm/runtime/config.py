@@ -16,6 +16,7 @@ from grm.store.opener import is_redis
 from grm.store.tenant import check_tenant
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
+REREAD = ("auto", "never", "always")  # mount or re-read a routed graft (grm/grafts/reread.py)
 LAYOUTS = ("both", "chain", "sections")  # both: chain blocks and sections, sharing the first block
 DURABILITY = DURABILITY_MODES  # defined by the store plane
 
@@ -55,6 +56,12 @@ class RuntimeConfig:
     device_budget: int = 64 << 20  # bytes of graft K/V kept on the device plane between turns
     seat_budget: int = 1536  # seats of mounted grafts per question or turn
     repair: int = 0  # boundary repair: recompute the first N tokens of each mounted graft in context
+    # composition repair (grm/grafts/blend.py): recompute this share of the tokens of two or more
+    # grafts mounted side by side, those whose K/V deviate most from a joint read; 0 = off
+    blend: float = 0.0
+    # per graft: "auto" re-reads its text where that costs no more than mounting its K/V (costs
+    # measured once per model and machine, composition risk counted); "never" mounts; "always" reads
+    reread: str = "auto"
     channel: str = "combined"  # graft routing channel: combined | lexical | dense
     # abstention (grm/grafts/floor.py): a question routed memory holds nothing on is answered with
     # `abstain_line` ("abstained": true), not generated; 0 turns it off
@@ -94,6 +101,10 @@ class RuntimeConfig:
             raise UserInputError("--max-new-tokens must be >= 1")
         if self.device_budget < 0 or self.seat_budget < 1 or self.repair < 0:
             raise UserInputError("device budget must be >= 0 bytes, seat budget >= 1, repair >= 0 tokens")
+        if not 0 <= self.blend <= 1:
+            raise UserInputError("--blend must be a share of tokens in [0, 1] (0: off)")
+        if self.reread not in REREAD:
+            raise UserInputError(f"bad reread choice {self.reread!r}: one of {', '.join(REREAD)}")
         if self.channel not in CHANNELS:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
         if not 0 <= self.abstain_floor <= 1 or not self.abstain_line.strip():

@@ -10,6 +10,7 @@ Every answer goes through the one pipeline in grm/runtime/answer.py.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import replace
@@ -24,7 +25,8 @@ from grm.dialects import Dialect, SelfTestResult, dialect_for, self_test
 from grm.dialects.selftest import PROBE_TEXT
 from grm.errors import UserInputError
 from grm.exact import ExactConfig, ExactMemory, IngestResult
-from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig
+from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig, reread
+from grm.grafts.reread import Costs
 from grm.kv.forward import prefill
 from grm.models import LoadedModel, load_model
 from grm.route import Channels
@@ -58,8 +60,9 @@ class Runtime:
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)
         self._glue: PolicyGlue | None = None  # the tenant's one policy plane (built on first use)
+        self._costs: Costs | None = None  # mount vs re-read costs (measured on first use)
         self.ctx = Context(lm, dialect, self.exact, self.sections, self.grafts, self.residency, config,
-                           self.policy_glue)
+                           self.policy_glue, self.mount_costs)
 
     @classmethod
     def open(cls, config: RuntimeConfig | str | Path | None = None, **shortcuts: object) -> "Runtime":
@@ -103,6 +106,21 @@ class Runtime:
         if self._glue is None:
             self._glue = PolicyGlue(self.ctx, self.store)
         return self._glue
+
+    def mount_costs(self) -> Costs:
+        """What mounting and re-reading a graft cost on this machine with this model, measured once
+        (about 2 s on a CPU) and kept in the model cache (grm/grafts/reread.py)."""
+        if self._costs is None:
+            model, identity = self.lm.model, self.lm.identity
+            name = hashlib.sha256(f"{identity} {reread.machine(model)}".encode()).hexdigest()[:24]
+            path = self.config.cache_dir / "calibration" / f"{name}.json"
+            if not path.exists():
+                log.info("measuring mount and re-read costs for this model on this machine (once)")
+            vocab = getattr(model.config, "text_config", None) or model.config
+            sizes, repeats = reread.QUICK
+            self._costs = reread.load_or_calibrate(path, model, self.dialect, identity, self.exact.sinks(),
+                                                   vocab.vocab_size, sizes, repeats)
+        return self._costs
 
     # ----- ingest ------------------------------------------------------------------------------
     def ingest(self, paths: list[str | Path] | str | Path, layout: str = "both",

@@ -1,0 +1,88 @@
+"""How routed grafts are placed, as RuntimeConfig and the CLI choose it (grm/runtime/answer.mount).
+
+Expectations:
+1. `reread="always"` reads every routed graft's text: the answer names each "read": "text" and
+   counts none of their tokens as from memory; `never` mounts each ("read": "mounted"); the
+   answer is the same both ways on the CPU (a section graft was read right after the sinks, as
+   its text is read there).
+2. `reread="auto"` decides per graft from the costs measured once for this model and machine,
+   stored in the cache folder: each graft's choice is what those costs say.
+3. `blend` recomputes part of two or more grafts mounted side by side: fewer tokens come from
+   memory than without it.
+4. The answer returned begins with the lead the question was answered after, streamed too; a
+   question no lead rule covers is returned as generated.
+The CLI's flags for these: tests/cli/test_mount_flags.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+from grm.grafts.reread import RISK
+from grm.runtime.answer import question_lead
+
+from tests.conftest import lorem
+
+FACTS = ("The vault code of Quintar is 7781.", "The harbor master of Velmora is Ines Carrow.",
+         "The orchard of Lusk grows amber pears.")
+
+
+def ingest(rt, tmp_path) -> None:
+    for i, fact in enumerate(FACTS):
+        (tmp_path / f"d{i}.txt").write_text(lorem(2, seed=i) + "\n\n" + fact + "\n", encoding="utf-8")
+    rt.ingest(sorted(tmp_path.glob("d*.txt")), layout="sections", progress=False)
+
+
+QUESTION = "What is the vault code of Quintar in the harbor of Velmora?"
+
+
+def test_reread_always_reads_text_never_mounts_and_both_answer_alike(make_runtime, tmp_path):
+    never = make_runtime(section_tokens=64, reread="never")
+    ingest(never, tmp_path)
+    mounted = never.ask(QUESTION, mode="grafts", max_new_tokens=4)
+    never.close()
+    always = make_runtime(section_tokens=64, reread="always", store=tmp_path / "store")
+    read = always.ask(QUESTION, mode="grafts", max_new_tokens=4)
+    assert len(mounted.mounted) >= 2 and [m["id"] for m in read.mounted] == [m["id"] for m in mounted.mounted]
+    assert {m["read"] for m in mounted.mounted} == {"mounted"} and {m["read"] for m in read.mounted} == {"text"}
+    sinks = always.exact.sinks().tokens
+    assert read.tokens_from_memory == sinks < mounted.tokens_from_memory
+    assert read.prompt_tokens == mounted.prompt_tokens
+    assert read.answer == mounted.answer
+
+
+def test_reread_auto_follows_the_costs_measured_once(make_runtime, tmp_path):
+    rt = make_runtime(section_tokens=64, cache_dir=tmp_path / "cache")
+    ingest(rt, tmp_path)
+    a = rt.ask(QUESTION, mode="grafts", max_new_tokens=2)
+    files = list((tmp_path / "cache" / "calibration").glob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["identity"] == rt.lm.identity
+    costs = rt.mount_costs()
+    for m in a.mounted:
+        tokens = m["span"][1] - m["span"][0]
+        assert m["read"] == ("text" if costs.reread(tokens, len(a.mounted), RISK) else "mounted")
+
+
+def test_blend_recomputes_part_of_grafts_side_by_side(make_runtime, tmp_path):
+    plain = make_runtime(section_tokens=64, reread="never")
+    ingest(plain, tmp_path)
+    base = plain.ask(QUESTION, mode="grafts", max_new_tokens=2)
+    plain.close()
+    blended = make_runtime(section_tokens=64, reread="never", blend=0.5, store=tmp_path / "store")
+    b = blended.ask(QUESTION, mode="grafts", max_new_tokens=2)
+    assert len(b.mounted) >= 2 and b.prompt_tokens == base.prompt_tokens
+    assert b.tokens_from_memory < base.tokens_from_memory and b.tokens_computed > base.tokens_computed
+
+
+def test_the_answer_begins_with_its_lead_streamed_too(make_runtime, tmp_path):
+    rt = make_runtime(section_tokens=64)
+    ingest(rt, tmp_path)
+    q = "What is the vault code of Quintar?"
+    lead = question_lead(q)
+    assert lead == "The vault code of Quintar is"
+    streamed: list[str] = []
+    a = rt.ask(q, mode="grafts", max_new_tokens=3, on_token=streamed.append)
+    assert a.answer.startswith(lead + " ") or a.answer.startswith(lead) and a.answer[len(lead)] in ",.;:!?'"
+    assert "".join(streamed) == a.answer
+    plain = rt.ask("Quintar vault code, please", mode="grafts", max_new_tokens=3)
+    assert question_lead("Quintar vault code, please") is None and not plain.answer.startswith(lead)
