@@ -8,7 +8,8 @@ the CLI and `Runtime.open`, against a real redis-server on a loopback port.
 3. The writer-per-tenant lease holds across processes: a second writer of the tenant is refused
    while the first holds it, and writes once it is released; other tenants are not blocked.
 4. redis-server (appendonly yes, appendfsync always) SIGKILLed and restarted mid-run while a
-   writer process writes: every write it acknowledged is there, payload verified.
+   writer process writes: every write it acknowledged is there, payload verified (plain and
+   encrypted namespaces).
 """
 
 from __future__ import annotations
@@ -122,12 +123,16 @@ def test_a_master_key_with_redis_encrypts_and_is_not_ignored(redis_url):
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
-def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(tmp_path):
+@pytest.mark.parametrize("master_key", [None, bytes(range(32))], ids=["plain", "encrypted"])
+def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(tmp_path, master_key):
     port = free_port()
     server = start_redis(port, tmp_path, appendonly="yes", appendfsync="always")
     url = f"redis://127.0.0.1:{port}/kill"
+    env = {k: v for k, v in _env().items() if k != "GRM_MASTER_KEY"}
+    if master_key is not None:
+        env["GRM_MASTER_KEY"] = master_key.hex()
     writer = subprocess.Popen([sys.executable, "-m", "tests.scale.worker", "writer", url, "6"], cwd=ROOT,
-                              env=_env(), stdout=subprocess.PIPE, text=True)
+                              env=env, stdout=subprocess.PIPE, text=True)
     acked: list[str] = []
     try:
         while len(acked) < 30:  # the writer is running: kill the server under it
@@ -147,7 +152,8 @@ def test_redis_killed_and_restarted_mid_run_loses_nothing_acknowledged(tmp_path)
         assert writer.wait(60) == 0
         assert summary["done"] == len(acked) and summary["done"] > 30
         assert summary["failures"] >= 1  # the server really went away under the writer
-        with open_backend(url) as s:
+        with open_backend(url, master_key=master_key) as s:
+            assert s.stats()["encrypted"] == (master_key is not None)
             for key in acked:
                 rec = s.get("default", "note", key)
                 assert rec is not None, f"acknowledged {key} lost"

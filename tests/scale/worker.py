@@ -7,12 +7,14 @@ Actions:
   route STORE QUESTION         grafts ask; prints the mounted ids
   hold STORE TENANT            writes one row (takes the tenant's lease), prints, waits for stdin
   writer STORE SECONDS         puts rows with payloads for SECONDS; prints each acknowledged key;
-                               a failed write (server down) is retried, reopening on a lost lease
+                               a failed write (server down) is retried, reopening on a lost lease;
+                               the store is encrypted when GRM_MASTER_KEY is set
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -59,7 +61,10 @@ def writer(store: str, seconds: float) -> None:
     from grm.errors import StoreError
     from grm.store.opener import open_backend
 
-    s, i, failures = open_backend(store), 0, 0
+    from grm.store import load_master_key
+
+    key = load_master_key(None, os.environ.get("GRM_MASTER_KEY"))  # as the CLI: encrypted when set
+    s, i, failures = open_backend(store, master_key=key), 0, 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         key = f"k{i:06d}"
@@ -69,7 +74,7 @@ def writer(store: str, seconds: float) -> None:
             failures += 1
             if "reopen" in str(e) or "lease" in str(e):
                 s.close()
-                s = open_backend(store)
+                s = open_backend(store, master_key=key)
             time.sleep(0.05)
             continue  # not acknowledged: the same key is tried again
         out(ack=key)
