@@ -52,7 +52,7 @@ def read_change(sentence: str, answer: str, intent: str = "inferred") -> FactPro
     mine = set(words(subject)) - _FUNCTION
     if not mine or (not old and not mine & set(words(sentence))) or len(subject.split()) > 6 or len(new.split()) > 8:
         return None
-    said = f"{subject} is now {new}"
+    said = f"{subject} is {new}"  # canonical, as the rules' updates are (grm/policy/updates.py)
     return FactProposal(subject, "is", new, said[0].upper() + said[1:], intent=intent, replaces=old)
 
 

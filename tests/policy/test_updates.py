@@ -10,6 +10,11 @@ Expectations:
 4. Ambiguous updates go to the review buffer and change no fact: the named old value is not what
    memory holds, an immutable fact, an unnamed update of a fact it does not outrank.
 5. An update of nothing memory holds is a new fact.
+6. Phrasings no fixed pattern reads but a change cue marks ("Kim left, so my manager is Ravi
+   now", "..., not A", a passive "was reset to B", "I got a new X: B") read clause by clause; a
+   cued clause whose value is no name or code ("my brother was sent to camp") is not an update.
+7. The fact's statement is the claim in canonical form ("My bank is Ally"), without "now" or the
+   old value: what the fact's graft reads alone.
 """
 
 from __future__ import annotations
@@ -47,6 +52,52 @@ def test_update_sentences_read_as_one_claim_replacing_the_old_value(text, want):
 def test_non_updates_are_not_updates(text):
     assert parse_update(text) is None or parse_update(text).replaces is None
     assert all(p.replaces is None for p in parse_statement(text))
+
+
+# written for the session-6 generic readers (not the bench's TUNE/HELD-OUT/FRESH sentences)
+@pytest.mark.parametrize("text, want", [
+    ("The meeting was rescheduled to Thursday.", ("The meeting", "is", "Thursday", "")),
+    ("Our rent went up to 1450.", ("Our rent", "is", "1450", "")),
+    ("The recital has been moved from June 3 to June 10.", ("The recital", "is", "June 10", "June 3")),
+    ("My email is ann@y.org these days, not ann@x.org.", ("My email", "is", "ann@y.org", "ann@x.org")),
+    ("Kim left, so my manager is Ravi now.", ("my manager", "is", "Ravi", "")),
+    ("I got a new phone number: 555-0100.", ("my phone number", "is", "555-0100", "")),
+    ("We have a new landlord, Mr. Osei.", ("our landlord", "is", "Mr. Osei", "")),
+    ("The router password is not admin any more, it's Tulip44.", ("The router password", "is", "Tulip44", "admin")),
+    ("My car is a Honda now after the crash.", ("My car", "is", "a Honda", "")),
+    ("I cancelled Netflix and my streaming service is Hulu now.", ("my streaming service", "is", "Hulu", "")),
+    ("The dentist appointment got pushed back to 3 pm.", ("The dentist appointment", "is", "3 pm", "")),
+    ("I replaced my mechanic: my new mechanic is Yusuf.", ("my mechanic", "is", "Yusuf", "")),
+])
+def test_cued_phrasings_read_as_updates(text, want):
+    assert one(text) == want
+
+
+@pytest.mark.parametrize("text", [
+    "My brother was sent to camp.", "The new team is nice.", "Now my dog is sleeping.", "The kids went to the park.",
+    "I left early today.", "My new job is great and I love it.", "Is the meeting now on Friday?",
+])
+def test_cued_sentences_without_a_value_like_claim_are_not_updates(text):
+    assert all(p.replaces is None for p in parse_statement(text))
+
+
+@pytest.mark.parametrize("text, statement", [
+    ("I switched my bank from Chase to Ally.", "My bank is Ally"),
+    ("we no longer meet in room 4, it's room 9", "We meet in room 9"),
+    ("Kim left, so my manager is Ravi now.", "My manager is Ravi"),
+])
+def test_an_update_states_its_claim_canonically(text, statement):
+    (p,) = parse_statement(text)
+    assert p.statement == statement
+
+
+def test_a_cued_update_supersedes_the_fact_it_changes(mem):
+    (made,) = mem.observe("My accountant is Hollis.", evidence_id="s#1", now=1.0)
+    (o,) = mem.observe("Hollis moved away, so my accountant is Marguerite now.", evidence_id="s#2", now=2.0)
+    assert o.action == "superseded" and o.superseded == (made.fact,)
+    assert [f.value for f in mem.facts(3.0)] == ["Marguerite"]
+    (o,) = mem.observe("My accountant is Pham these days, not Hollis.", evidence_id="s#3", now=3.0)
+    assert o.action == "review"  # names an old value memory no longer holds
 
 
 def test_an_update_supersedes_the_fact_it_names_with_lineage(mem):
