@@ -19,6 +19,7 @@ a child process (its own peak RSS). Per size:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -60,39 +61,66 @@ def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def one(n: int, root: Path) -> dict:
-    """Measure one size in this process (called in a child)."""
-    from grm.route.lexical import LexicalConfig, search
-    from grm.store import Store, StoreConfig
+def _rows(n: int):
+    """The n synthetic rows, generated again on each call (same seed): never a list of n."""
+    rng, sample = _zipf_vocab_sampler(n)
+    for i in range(n):
+        text = " ".join(sample(12))
+        yield f"g{i:07d}", text, rng.randbytes(256) if i % 10 == 0 else None
+
+
+def _fill(s, n: int) -> None:
     from grm.store.kinds import GRAFT
 
-    rng, sample = _zipf_vocab_sampler(n)
-    out: dict = {"records": n}
-    cfg = StoreConfig(root=root)  # default cadence: checkpoints as the store grows
-    s = Store.open(cfg)
-    t = time.perf_counter()
-    rows = [(f"g{i:07d}", " ".join(sample(12)), rng.randbytes(256) if i % 10 == 0 else None) for i in range(n)]
-    for start in range(0, n, TXN):
+    rows = _rows(n)
+    for _ in range(0, n, TXN):
         with s.transaction() as txn:
-            for key, text, payload in rows[start:start + TXN]:
+            for key, text, payload in itertools.islice(rows, TXN):
                 txn.put("bench", GRAFT, key, text=text, payload=payload, meta={"n": len(text)})
+
+
+def one(n: int, root: Path) -> dict:
+    """Fill one size in this process (a child), then measure it in a fresh child (`use`), whose
+    peak RSS is a process that opens and uses the store, not the one that generated the rows."""
+    from grm.store import Store, StoreConfig
+
+    out: dict = {"records": n}
+    s = Store.open(StoreConfig(root=root))  # default cadence: checkpoints as the store grows
+    t = time.perf_counter()
+    _fill(s, n)
     out["write_s"] = time.perf_counter() - t
     out["write_rows_per_s"] = n / out["write_s"]
     out["checkpoints_during_fill"] = s.counters["checkpoints_written"]
     s.close()
-    out["open_no_ckpt_s"] = _open_whole_log(n, root.parent / "no-checkpoint", rows)
-    del rows  # the peak RSS below is the store's, not the generator's
+    out["open_no_ckpt_s"] = _open_whole_log(n, root.parent / "no-checkpoint")
+    out["fill_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    done = subprocess.run([sys.executable, __file__, "--use", str(n), str(root)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr else "use phase failed")
+    out.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    out["disk_bytes"] = _du(root)
+    out["disk_bytes_per_record"] = out["disk_bytes"] / n
+    return out
 
+
+def use(n: int, root: Path) -> dict:
+    """Open, rebuild the catalog, fsck, checkpoint, open again, route 1,000 queries."""
+    from grm.route.lexical import LexicalConfig, search
+    from grm.store import Store, StoreConfig
+    from grm.store.kinds import GRAFT
+
+    out: dict = {}
+    cfg = StoreConfig(root=root)
     t = time.perf_counter()
     s = Store.open(cfg)
     out["open_as_left_s"] = time.perf_counter() - t  # its last checkpoint + the log after it
     t = time.perf_counter()
-    s._catalog.rebuild(s._state.iter_all(), s.last_lsn)
+    s._rebuild_catalog()  # from checkpoint + log, as after a damaged catalog
     out["catalog_rebuild_s"] = time.perf_counter() - t
     t = time.perf_counter()
     report = s.fsck()
     out["fsck_s"] = time.perf_counter() - t
-    assert not report.damaged and not report.orphans, report
+    assert not report.damaged and not report.orphans and report.catalog_ok, report
     t = time.perf_counter()
     s.checkpoint()
     out["checkpoint_s"] = time.perf_counter() - t
@@ -100,8 +128,10 @@ def one(n: int, root: Path) -> dict:
     t = time.perf_counter()
     s = Store.open(cfg)
     out["open_ckpt_s"] = time.perf_counter() - t
+    out["rss_after_open_mb"] = _rss_now_mb()
     assert len(s._state) == n
 
+    _, sample = _zipf_vocab_sampler(n + 1)  # the rows' distribution, other draws
     qrng = random.Random(7)
     lat, hits = [], 0
     config = LexicalConfig()
@@ -115,25 +145,29 @@ def one(n: int, root: Path) -> dict:
     out["route_p50_ms"] = statistics.median(lat)
     out["route_p99_ms"] = lat[int(0.99 * len(lat)) - 1]
     out["route_hit_rate"] = hits / QUERIES
+    out["rss_after_route_mb"] = _rss_now_mb()
     s.close()
-    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out["disk_bytes"] = _du(root)
-    out["disk_bytes_per_record"] = out["disk_bytes"] / n
+    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # peak, fsck and rebuild included
     return out
 
 
-def _open_whole_log(n: int, root: Path, rows: list) -> float:
+def _rss_now_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _open_whole_log(n: int, root: Path) -> float:
     """Open time of the same rows with no checkpoint at all (the whole log replayed); filled
     volatile, so the fill is fast."""
     from grm.store import Store, StoreConfig
-    from grm.store.kinds import GRAFT
 
     cfg = StoreConfig(root=root, checkpoint_every=10**9, durability="volatile")
     with Store.open(cfg) as s:
-        for start in range(0, n, TXN):
-            with s.transaction() as txn:
-                for key, text, payload in rows[start:start + TXN]:
-                    txn.put("bench", GRAFT, key, text=text, payload=payload, meta={"n": len(text)})
+        _fill(s, n)
+    os.remove(root / "catalog.sqlite")  # else open finds the catalog at the log's end: no replay
+    for extra in ("catalog.sqlite-wal", "catalog.sqlite-shm"):
+        if (root / extra).exists():
+            os.remove(root / extra)
     t = time.perf_counter()
     Store.open(cfg).close()
     took = time.perf_counter() - t
@@ -219,8 +253,8 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        print(json.dumps(one(int(sys.argv[2]), Path(sys.argv[3]))))
+    if len(sys.argv) > 1 and sys.argv[1] in ("--one", "--use"):
+        print(json.dumps((one if sys.argv[1] == "--one" else use)(int(sys.argv[2]), Path(sys.argv[3]))))
         sys.exit(0)
     import argparse
 

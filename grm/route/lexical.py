@@ -78,11 +78,11 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
     if not found:
         return []
     top = max(s for _, s in found) or 1.0
-    idents = identifiers(query)
+    pats = [(i, re.compile(rf"(?<![\w]){re.escape(i)}(?![\w])")) for i in identifiers(query)]
     hits = []
     for rec, bm25 in found:
         text = rec.text or ""
-        matched = tuple(i for i in idents if re.search(rf"(?<![\w]){re.escape(i)}(?![\w])", text))
+        matched = tuple(i for i, pat in pats if pat.search(text))
         hits.append(Hit(rec, bm25 + config.identifier_bonus * top * len(matched), bm25, matched))
     hits.sort(key=lambda h: -h.score)
     return hits

@@ -1,21 +1,28 @@
-"""The SQLite catalog: an index derived from the host state (which recovery derives from the
-log), never trusted over it. If it is missing, unreadable, of another schema, or at another LSN
-than the log, it is deleted (through the store's file system) and rebuilt.
+"""The SQLite catalog: the row set at one log LSN, with an FTS5 index of the text. Derived from
+the log (checkpoint + frames after it), never trusted over it: if it is missing, unreadable, of
+another schema, ahead of the log or behind the checkpoint, it is deleted (through the store's
+file system) and rebuilt; a row that fails its CRC on read is damage, answered the same way.
 
-Schema (version 1; WAL journal, synchronous=NORMAL - FULL in durability full/strict - losing its
-last commits to a power cut is fine because the LSN check then rebuilds it):
+In a plain local store it is also the host state (`grm.store.state.CatalogState`): rows are read
+from it on demand and it is opened at its LSN with only the log after it replayed, so open time
+and memory do not grow with the rows. Its LSN check is what makes that safe: a catalog that lost
+its last commits to a power cut (synchronous=NORMAL) is behind the log and the missing frames are
+replayed; one behind the checkpoint (the log before it is gone) is rebuilt.
 
-    catalog_meta(k TEXT PRIMARY KEY, v TEXT)      -- "schema" = "1", "lsn" = last LSN reflected
+Schema (version 2; WAL journal, synchronous=NORMAL - FULL in durability full/strict):
+
+    catalog_meta(k TEXT PRIMARY KEY, v TEXT)  -- "schema" = "2", "lsn" = last LSN reflected,
+                                              -- "mode" = JSON of the last logged durability mode
     rows(id INTEGER PRIMARY KEY, tenant, kind, key, tag, parent, meta, payload, payload_size,
-         text, state, lsn, UNIQUE(tenant, kind, key))
+         text, state, lsn, crc, UNIQUE(tenant, kind, key))
          -- tag = sha256(tenant)[:16], one FTS token that narrows matches to a tenant;
-         -- meta is canonical JSON
+         -- meta is canonical JSON; crc = CRC32C of the row's canonical JSON list (checked on read)
     rows_parent index on (tenant, kind, parent)
     rows_fts: FTS5(tag, text), external content = rows, kept in step by triggers
 
-With a file system that has no OS paths (MemoryFS), or in an encrypted store (whose catalog
-would hold stored text in the clear), the catalog lives in ":memory:" and is filled from the
-host state on every open.
+With a file system that has no OS paths (MemoryFS), in an encrypted store (whose catalog would
+hold stored text in the clear), or opened read-only, the catalog lives in ":memory:", is filled
+from a resident host state (`HostState`) on every open, and that state stays resident.
 """
 
 from __future__ import annotations
@@ -23,7 +30,10 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+
+import crc32c
 
 from grm.store.fs import FileSystem
 from grm.store.layout import tenant_dir_name
@@ -31,7 +41,7 @@ from grm.store.record import Record, canonical_json
 
 log = logging.getLogger("grm.store")
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 # Routing on big catalogs (Catalog._selective): measured in bench/results/scale.md.
 SELECTIVE_MIN_ROWS = 20_000  # catalogs this small are searched exactly as asked
 SAMPLE_ROWS = 4_096  # newest rows a token's share is estimated on
@@ -42,7 +52,8 @@ CREATE TABLE IF NOT EXISTS catalog_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rows(
   id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
   tag TEXT NOT NULL, parent TEXT, meta TEXT NOT NULL, payload TEXT, payload_size INTEGER NOT NULL,
-  text TEXT, state TEXT NOT NULL, lsn INTEGER NOT NULL, UNIQUE(tenant, kind, key));
+  text TEXT, state TEXT NOT NULL, lsn INTEGER NOT NULL, crc INTEGER NOT NULL,
+  UNIQUE(tenant, kind, key));
 CREATE INDEX IF NOT EXISTS rows_parent ON rows(tenant, kind, parent);
 CREATE VIRTUAL TABLE IF NOT EXISTS rows_fts USING fts5(tag, text, content='rows', content_rowid='id');
 CREATE TRIGGER IF NOT EXISTS rows_ai AFTER INSERT ON rows BEGIN
@@ -59,17 +70,40 @@ END;
 """
 _COLUMNS = "tenant, kind, key, parent, meta, payload, payload_size, text, state, lsn"
 _UPSERT = """
-INSERT INTO rows(tenant, kind, key, tag, parent, meta, payload, payload_size, text, state, lsn)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO rows(tenant, kind, key, tag, parent, meta, payload, payload_size, text, state, lsn, crc)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(tenant, kind, key) DO UPDATE SET tag=excluded.tag, parent=excluded.parent,
   meta=excluded.meta, payload=excluded.payload, payload_size=excluded.payload_size,
-  text=excluded.text, state=excluded.state, lsn=excluded.lsn
+  text=excluded.text, state=excluded.state, lsn=excluded.lsn, crc=excluded.crc
 """
+_SELECT = f"SELECT {_COLUMNS}, crc FROM rows"
+_R_COLUMNS = ", ".join(f"r.{c.strip()}" for c in (_COLUMNS + ", crc").split(","))
+_EXISTS = "SELECT 1 FROM rows WHERE tenant = ? AND kind = ? AND key = ?"
+_DELETE = "DELETE FROM rows WHERE tenant = ? AND kind = ? AND key = ?"
+_BATCH = 2048
+
+
+_KEEP = object()  # apply(mode=_KEEP): the transaction logged no durability mode
+
+
+class RowDamaged(sqlite3.DatabaseError):
+    """A catalog row whose CRC does not match its columns (the store rebuilds the catalog)."""
+
+
+def row_crc(r: Record) -> int:
+    return crc32c.crc32c(canonical_json(r.to_list()).encode("utf-8"))
 
 
 def _row(r: Record) -> tuple:
     return (r.tenant, r.kind, r.key, tenant_dir_name(r.tenant), r.parent, canonical_json(r.meta),
-            r.payload, r.payload_size, r.text, r.state, r.lsn)
+            r.payload, r.payload_size, r.text, r.state, r.lsn, row_crc(r))
+
+
+def _record(v: tuple) -> Record:
+    rec = Record(v[0], v[1], v[2], v[3], json.loads(v[4]), v[5], v[6], v[7], v[8], v[9])
+    if row_crc(rec) != v[10]:
+        raise RowDamaged(f"catalog row {rec.ident} fails its crc")
+    return rec
 
 
 class Catalog:
@@ -83,6 +117,7 @@ class Catalog:
         self.full_sync = full_sync  # synchronous=FULL (durability full/strict) instead of NORMAL
         self.read_only = read_only  # inspect a stored catalog without changing it (read-only fsck)
         self._conn: sqlite3.Connection | None = None
+        self.lock = threading.RLock()  # one connection: readers outside the store lock take this
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -129,38 +164,42 @@ class Catalog:
         self.rebuild(records, lsn)
         return counted
 
-    def rebuild(self, records: Iterable[Record], lsn: int) -> None:
-        self.close()
-        if self.path is not None:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                if self.fs.exists(self.path + suffix):
-                    self.fs.remove(self.path + suffix)
-        conn = self.conn
-        conn.execute("BEGIN")
-        try:
-            conn.executemany(_UPSERT, (_row(r) for r in records))
-            conn.executemany("INSERT OR REPLACE INTO catalog_meta(k, v) VALUES (?, ?)",
-                             [("schema", SCHEMA_VERSION), ("lsn", str(lsn))])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    def apply(self, upserts: list[Record], deletes: list[tuple[str, str, str]], lsn: int) -> None:
-        conn = self.conn
-        conn.execute("BEGIN")
-        try:
-            conn.executemany(_UPSERT, [_row(r) for r in upserts])
-            conn.executemany("DELETE FROM rows WHERE tenant = ? AND kind = ? AND key = ?", deletes)
-            conn.execute("INSERT OR REPLACE INTO catalog_meta(k, v) VALUES ('lsn', ?)", (str(lsn),))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
+    def rebuild(self, records: Iterable[Record], lsn: int, mode: str | None = None) -> None:
+        with self.lock:
+            self.reset()
+            conn = self.conn
+            conn.execute("BEGIN")
+            try:
+                conn.executemany(_UPSERT, (_row(r) for r in records))
+                self._set_meta(lsn, mode)
+                conn.execute("COMMIT")
+            except BaseException:
                 conn.execute("ROLLBACK")
-            raise
+                raise
 
-    def search(self, tenant: str, tokens: list[str], kind: str | None, limit: int) -> list[tuple[str, str, float]]:
-        """(kind, key, score) of active rows of `tenant` matching any token, best first.
+    def apply(self, upserts: list[Record], deletes: list[tuple[str, str, str]], lsn: int,
+              mode: object = _KEEP) -> int:
+        """One committed transaction; `mode` is the durability mode it logged (`_KEEP`: none).
+        Returns the change in the row count."""
+        with self.lock:
+            conn = self.conn
+            conn.execute("BEGIN")
+            try:
+                delta = 0
+                for r in upserts:
+                    delta += self.upsert(r)
+                for d in deletes:
+                    delta -= conn.execute(_DELETE, d).rowcount
+                self._set_meta(lsn, mode)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return delta
+
+    def search(self, tenant: str, tokens: list[str], kind: str | None, limit: int) -> list[tuple[Record, float]]:
+        """(row, score) of active rows of `tenant` matching any token, best first.
         Tokens are quoted here, so no user text is ever parsed as FTS5 syntax. On a big catalog
         the commonest tokens may be skipped (`_selective`)."""
         tokens, window = self._selective(tokens)
@@ -181,7 +220,7 @@ class Catalog:
         inner = limit * 4
         try:
             hits = self.conn.execute(
-                f"SELECT r.kind, r.key, f.s FROM (SELECT rowid AS id, bm25(rows_fts, 0.0, 1.0) AS s "
+                f"SELECT {_R_COLUMNS}, f.s FROM (SELECT rowid AS id, bm25(rows_fts, 0.0, 1.0) AS s "
                 f"FROM rows_fts WHERE rows_fts MATCH ?{where} ORDER BY s LIMIT ?) f "
                 f"JOIN rows r ON r.id = f.id WHERE {filt} ORDER BY f.s LIMIT ?",
                 [match, *args, inner, *fargs, limit]).fetchall()
@@ -189,7 +228,7 @@ class Catalog:
                     f"SELECT count(*) FROM (SELECT rowid FROM rows_fts WHERE rows_fts MATCH ?{where} LIMIT ?)",
                     [match, *args, inner + 1]).fetchone()[0] > inner:
                 hits = self.conn.execute(
-                    f"SELECT r.kind, r.key, bm25(rows_fts, 0.0, 1.0) AS s FROM rows_fts "
+                    f"SELECT {_R_COLUMNS}, bm25(rows_fts, 0.0, 1.0) AS s FROM rows_fts "
                     f"JOIN rows r ON r.id = rows_fts.rowid WHERE rows_fts MATCH ?{where.replace('rowid', 'rows_fts.rowid')} "
                     f"AND {filt} ORDER BY s LIMIT ?", [match, *args, *fargs, limit]).fetchall()
         except sqlite3.OperationalError as e:
@@ -199,7 +238,7 @@ class Catalog:
             log.warning("FTS5 rejected query %r: %s", match, e)
             return []
         # bm25() is lower-is-better; the store's contract is higher-is-better.
-        return [(k, key, -s) for k, key, s in hits]
+        return [(_record(v[:-1]), -v[-1]) for v in hits]
 
     def _selective(self, tokens: list[str]) -> tuple[list[str], int | None]:
         """The tokens worth scoring, and a rowid floor (None: every row). BM25 scores every row
@@ -233,12 +272,108 @@ class Catalog:
         return [rarest], (top - reach if reach < top else None)
 
     def rows(self) -> list[Record]:
-        """Every row as the catalog holds it (fsck compares them with the host state)."""
-        out = []
-        for t, k, key, parent, meta, payload, size, text, state, lsn in self.conn.execute(
-                f"SELECT {_COLUMNS} FROM rows"):
-            out.append(Record(t, k, key, parent, json.loads(meta), payload, size, text, state, lsn))
-        return out
+        """Every row as the catalog holds it (CRC-checked)."""
+        return list(self.select())
+
+    # ---- the rows as a host state (grm.store.state.CatalogState) ------------------------------
+
+    def get(self, tenant: str, kind: str, key: str) -> Record | None:
+        with self.lock:
+            v = self.conn.execute(_SELECT + " WHERE tenant = ? AND kind = ? AND key = ?",
+                                  (tenant, kind, key)).fetchone()
+        return _record(v) if v is not None else None
+
+    def children(self, tenant: str, kind: str, parent: str) -> list[Record]:
+        with self.lock:
+            vs = self.conn.execute(_SELECT + " WHERE tenant = ? AND kind = ? AND parent = ?",
+                                   (tenant, kind, parent)).fetchall()
+        return [_record(v) for v in vs]
+
+    def select(self, tenant: str | None = None, kind: str | None = None) -> Iterator[Record]:
+        """Rows in id order (write order of new rows). All of them are fetched in batches (a
+        million rows never sit in memory at once); a tenant's or a kind's through the index."""
+        if tenant is not None or kind is not None:
+            where = " AND ".join(f"{c} = ?" for c, v in (("tenant", tenant), ("kind", kind)) if v is not None)
+            with self.lock:
+                vs = self.conn.execute(f"{_SELECT} WHERE {where} ORDER BY id",
+                                       [v for v in (tenant, kind) if v is not None]).fetchall()
+            yield from (_record(v) for v in vs)
+            return
+        last = -1
+        while True:
+            with self.lock:
+                vs = self.conn.execute(f"SELECT id, {_COLUMNS}, crc FROM rows WHERE id > ? ORDER BY id LIMIT {_BATCH}",
+                                       (last,)).fetchall()
+            if not vs:
+                return
+            last = vs[-1][0]
+            for v in vs:
+                yield _record(v[1:])
+
+    def count(self) -> int:
+        with self.lock:
+            return self.conn.execute("SELECT count(*) FROM rows").fetchone()[0]
+
+    def mode(self) -> str | None:
+        row = self.conn.execute("SELECT v FROM catalog_meta WHERE k = 'mode'").fetchone()
+        return json.loads(row[0]) if row else None
+
+    def usable_lsn(self) -> int | None:
+        """The LSN this stored catalog reflects, or None if it is missing, unreadable or of
+        another schema (then it can only be rebuilt)."""
+        if self.path is None or not self.fs.exists(self.path):
+            return None
+        try:
+            meta = dict(self.conn.execute("SELECT k, v FROM catalog_meta").fetchall())
+            if meta.get("schema") != SCHEMA_VERSION or "lsn" not in meta or "mode" not in meta:
+                return None
+            json.loads(meta["mode"])
+            return int(meta["lsn"])
+        except (sqlite3.DatabaseError, ValueError):
+            return None
+
+    def begin(self) -> None:
+        with self.lock:
+            if not self.conn.in_transaction:
+                self.conn.execute("BEGIN")
+
+    def upsert(self, rec: Record) -> int:
+        """Inside `begin`: write one row; returns the change in the row count (0 or 1)."""
+        with self.lock:
+            new = self.conn.execute(_EXISTS, (rec.tenant, rec.kind, rec.key)).fetchone() is None
+            self.conn.execute(_UPSERT, _row(rec))
+        return int(new)
+
+    def remove(self, tenant: str, kind: str, key: str) -> int:
+        """Inside `begin`: delete one row; returns the change in the row count (0 or -1)."""
+        with self.lock:
+            return -self.conn.execute(_DELETE, (tenant, kind, key)).rowcount
+
+    def finish(self, lsn: int, mode: str | None) -> None:
+        """Commit what `begin` started, at `lsn`."""
+        with self.lock:
+            self.begin()
+            self._set_meta(lsn, mode)
+            self.conn.execute("COMMIT")
+
+    def abort(self) -> None:
+        with self.lock:
+            if self._conn is not None and self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+
+    def reset(self) -> None:
+        """Delete the stored catalog; an empty one (no LSN) takes its place."""
+        self.close()
+        if self.path is not None:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                if self.fs.exists(self.path + suffix):
+                    self.fs.remove(self.path + suffix)
+
+    def _set_meta(self, lsn: int, mode: object) -> None:
+        pairs = [("schema", SCHEMA_VERSION), ("lsn", str(lsn))]
+        if mode is not _KEEP:
+            pairs.append(("mode", json.dumps(mode)))
+        self.conn.executemany("INSERT OR REPLACE INTO catalog_meta(k, v) VALUES (?, ?)", pairs)
 
     def intact(self) -> bool:
         """SQLite's quick_check and FTS5's integrity-check (the index agrees with the rows):

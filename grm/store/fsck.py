@@ -5,7 +5,9 @@ writes (`Store.fsck(repair=True)`), so a repair is itself durable and replayable
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from grm.store.catalog import Catalog
@@ -49,13 +51,25 @@ def _key(r: Record) -> tuple:
             r.text, r.state, r.lsn)
 
 
+def row_digest(rows: Iterable[Record]) -> tuple[int, int]:
+    """(count, sum of each row's 128-bit hash mod 2^128): equal for equal row sets whatever
+    their order, so two streams of a million rows are compared in constant memory."""
+    n, total = 0, 0
+    for r in rows:
+        n += 1
+        total += int.from_bytes(hashlib.sha256(canonical_json(list(_key(r))).encode("utf-8")).digest()[:16], "little")
+    return n, total % (1 << 128)
+
+
 def find(state: HostState, payloads: PayloadFiles, layout: Layout, catalog: Catalog | None,
-         lsn: int) -> Findings:
-    rows = list(state.iter_all())
+         lsn: int, truth: Callable[[], Iterable[Record]] | None = None) -> Findings:
+    """`truth()` streams the rows as the log says (default: the resident state's); payloads
+    are checked against them and the catalog compared with them."""
+    truth = truth or state.iter_all
     verdict: dict[tuple[str, str], str | None] = {}  # each (tenant, digest) hashed once
     damaged, already = [], []
     referenced: set[tuple[str, str]] = set()
-    for r in rows:
+    for r in truth():
         if r.state == "damaged":  # marked: reported every run until a write replaces the row
             already.append(r)
         if r.payload is None:
@@ -72,7 +86,7 @@ def find(state: HostState, payloads: PayloadFiles, layout: Layout, catalog: Cata
     if catalog is not None:
         try:
             catalog_ok = (catalog.lsn() == lsn and catalog.intact() and
-                          {_key(r)[:3]: _key(r) for r in catalog.rows()} == {_key(r)[:3]: _key(r) for r in rows})
+                          row_digest(catalog.select()) == row_digest(truth()))
         except (sqlite3.DatabaseError, ValueError):
             catalog_ok = False
     return Findings(damaged, already, orphans, catalog_ok)

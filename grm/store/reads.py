@@ -105,8 +105,8 @@ class StoreReads:
             self._check_open()
             hits = self._catalog_call(lambda: self._catalog.search(tenant, tokens, kind, limit))
         out = []
-        for k, key, score in hits:
-            rec = self._state.get(tenant, k, key)
+        for found, score in hits:
+            rec = self._state.current(found)
             if rec is not None and rec.state == "active":
                 out.append((exported(rec), score))
         return out
@@ -161,7 +161,8 @@ class StoreReads:
             if repair:
                 self._check_writable()
             with self._catalog_for_fsck() as catalog:
-                f = find(self._state, self._payloads, self._layout, catalog, self._last_lsn)
+                f = find(self._state, self._payloads, self._layout, catalog, self._last_lsn,
+                         truth=self._fsck_truth())
             repaired: list[str] = []
             if repair:
                 for path in f.orphans:
@@ -175,7 +176,7 @@ class StoreReads:
                             txn.set_state(r.tenant, r.kind, r.key, "damaged")
                             repaired.append(f"marked damaged {r.ident} (re-ingest or a put replaces it)")
                 if catalog is not None and not f.catalog_ok:
-                    self._catalog_call(lambda: self._catalog.rebuild(self._state.iter_all(), self._last_lsn))
+                    self._catalog_call(self._rebuild_catalog)
                     self._count("catalog_rebuilds")
                     repaired.append("rebuilt catalog")
                 for path in self._io(lambda: acknowledge(self._fs, self._layout, sync=self.config.syncs)):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grm.errors import CorruptionError
-from grm.store.checkpoint import CheckpointInvalid, read_checkpoint
+from grm.store.checkpoint import Checkpoint, CheckpointInvalid, checkpoint_rows, open_checkpoint
 from grm.store.fs import FileSystem
 from grm.store.layout import Layout, is_tmp, parse_checkpoint_name, parse_segment_name
 from grm.store.log import HEADER_SIZE, Segment, read_segment
@@ -49,6 +49,7 @@ class Recovered:
     torn_dropped: int = 0  # frames dropped from the tail (a torn partial frame counts as one)
     invalid_checkpoints: list[str] = field(default_factory=list)
     unfinished_segments: int = 0  # newest segments removed because their header never landed
+    checkpoint: Checkpoint | None = None  # the one loaded (or, with load_rows=False, validated)
 
 
 def _listdir(fs: FileSystem, path: str) -> list[str]:
@@ -62,24 +63,31 @@ def _remove_temporaries(fs: FileSystem, folder: str) -> None:
 
 
 def _load_checkpoint(fs: FileSystem, layout: Layout, state: HostState, invalid: list[str],
-                     decode_row: Callable[[list[Any]], Record]) -> int:
+                     decode_row: Callable[[list[Any]], Record], load_rows: bool) -> Checkpoint | None:
+    """The newest checkpoint that validates (every byte under its CRC), its rows put into
+    `state` if `load_rows`. Rows stream in after validation; one that then fails to decode is
+    damage no older checkpoint can stand in for (the state already holds rows): CorruptionError."""
     names = [(lsn, n) for n in _listdir(fs, layout.checkpoint_dir)
              if (lsn := parse_checkpoint_name(n)) is not None]
     for named_lsn, name in sorted(names, reverse=True):
         path = os.path.join(layout.checkpoint_dir, name)
         try:
-            lsn, rows, mode = read_checkpoint(fs, path, decode_row)
-            if lsn != named_lsn:
-                raise CheckpointInvalid(f"holds lsn {lsn} but is named {named_lsn}")
+            ckpt = open_checkpoint(fs, path)
+            if ckpt.lsn != named_lsn:
+                raise CheckpointInvalid(f"holds lsn {ckpt.lsn} but is named {named_lsn}")
         except (CheckpointInvalid, ValueError, KeyError, IndexError, TypeError) as e:
             log.warning("skipping damaged checkpoint %s: %s", path, e)
             invalid.append(f"{layout.relative(path)}: {e}")
             continue
-        for rec in rows:
-            state.put(rec)
-        state.mode = mode
-        return lsn
-    return 0
+        if load_rows:
+            try:
+                for v in checkpoint_rows(fs, ckpt):
+                    state.put(decode_row(v))
+            except (CheckpointInvalid, ValueError, KeyError, IndexError, TypeError) as e:
+                raise CorruptionError(path, 0, "rows that decode", str(e), "checkpoint") from e
+            state.mode = ckpt.mode
+        return ckpt
+    return None
 
 
 def _unfinished(fs: FileSystem, path: str) -> bool:
@@ -89,17 +97,23 @@ def _unfinished(fs: FileSystem, path: str) -> bool:
 
 def recover(fs: FileSystem, layout: Layout, state: HostState | None = None,
             decode_row: Callable[[list[Any]], Record] = Record.from_list, *,
-            read_only: bool = False) -> Recovered:
+            read_only: bool = False, load_rows: bool = True, state_lsn: int = 0) -> Recovered:
     """Recover into `state` (a fresh HostState by default; an encrypted store passes one that
     can open sealed texts, and a `decode_row` for its checkpoint rows). `read_only`: change no
     file (a reader beside a live writer, or read-only media): temporaries and unfinished
-    segments are skipped rather than removed, a torn tail is dropped in memory only."""
+    segments are skipped rather than removed, a torn tail is dropped in memory only.
+    `load_rows=False`: `state` already holds the rows through `state_lsn` (a catalog-backed
+    state at its LSN; the caller checks checkpoint_lsn <= state_lsn <= last_lsn), or holds only
+    what the log does after the checkpoint (OverlayState, state_lsn 0): the checkpoint is
+    validated, not loaded, and frames up to max(checkpoint, state_lsn) are not applied."""
     if not read_only:
         _remove_temporaries(fs, layout.log_dir)
         _remove_temporaries(fs, layout.checkpoint_dir)
     state = state if state is not None else HostState()
     invalid: list[str] = []
-    ckpt = _load_checkpoint(fs, layout, state, invalid, decode_row)
+    loaded = _load_checkpoint(fs, layout, state, invalid, decode_row, load_rows)
+    ckpt = loaded.lsn if loaded is not None else 0
+    applied = max(ckpt, state_lsn)
     note = f" (damaged checkpoints skipped: {'; '.join(invalid)})" if invalid else ""
 
     gens = sorted((g, n) for n in _listdir(fs, layout.log_dir) if (g := parse_segment_name(n)) is not None)
@@ -152,8 +166,9 @@ def recover(fs: FileSystem, layout: Layout, state: HostState | None = None,
                     raise CorruptionError(seg.path, fr.offset,
                                           f"commit of txn {pending_txn} with {len(pending)} frames",
                                           f"txn {body.get('txn')} with {body.get('count')}")
-                for b, lsn in pending:
-                    state.apply(b, lsn)
+                if fr.lsn > applied:
+                    for b, lsn in pending:
+                        state.apply(b, lsn)
                 pending, pending_txn, last_lsn = [], None, fr.lsn
             else:
                 if pending and body.get("txn") != pending_txn:
@@ -164,7 +179,7 @@ def recover(fs: FileSystem, layout: Layout, state: HostState | None = None,
 
     out = Recovered(state, last_lsn, ckpt, None, gens[-1][0] if gens else 0,
                     covered=[s.path for s in covered], invalid_checkpoints=invalid,
-                    unfinished_segments=unfinished)
+                    unfinished_segments=unfinished, checkpoint=loaded)
     if not segments:
         return out
     tail = segments[-1]

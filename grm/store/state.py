@@ -6,7 +6,9 @@ only through `apply`, so the state after a restart is the state before it by con
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from grm.store.envelope import Unauthenticated
 from grm.store.record import Record
@@ -16,6 +18,7 @@ TextOpener = Callable[[str, str, str, str], str]
 # (sealed frame body, lsn) -> plain body; (sealed checkpoint row) -> plain row; Unauthenticated
 BodyOpener = Callable[[dict, int], dict]
 RowOpener = Callable[[list], list]
+T = TypeVar("T")
 SEALED_KEY = "sealed:"  # key prefix of a row whose sealed fields failed authentication (+ kid)
 
 _RowKey = tuple[str, str]  # (tenant, kind)
@@ -43,6 +46,10 @@ class HostState:
     def get(self, tenant: str, kind: str, key: str) -> Record | None:
         d = self._rows.get((tenant, kind))
         return d.get(key) if d is not None else None
+
+    def current(self, rec: Record) -> Record | None:
+        """This state's row for a row the catalog returned (the catalog is derived from it)."""
+        return self.get(rec.tenant, rec.kind, rec.key)
 
     def children(self, tenant: str, kind: str, parent: str) -> list[Record]:
         keys = self._children.get((tenant, kind, parent), ())
@@ -162,3 +169,123 @@ class HostState:
     def iter_all(self) -> Iterator[Record]:
         for d in list(self._rows.values()):
             yield from list(d.values())
+
+
+class CatalogState(HostState):
+    """The host state of a plain local store: the rows live in the SQLite catalog (grm.store.
+    catalog) and are read on demand, so opening a store of a million rows reads no row and its
+    memory does not grow with them. Reads check each row's CRC (`RowDamaged`, a sqlite3
+    DatabaseError the store answers with a rebuild from checkpoint + log). Recovery's replay
+    writes through `put` / `delete` inside one catalog transaction, committed by `finish`;
+    live commits go through `Catalog.apply` (the store calls `committed`)."""
+
+    def __init__(self, catalog, heal: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.catalog = catalog
+        self.heal = heal  # rebuilds the catalog from checkpoint + log (the store sets it)
+        self.mode = catalog.mode() if catalog.usable_lsn() is not None else None
+        self._count: int | None = None
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        """A read; a damaged catalog (SQLite error, a row failing its CRC) is rebuilt, once."""
+        try:
+            return fn()
+        except sqlite3.DatabaseError:
+            if self.heal is None:
+                raise
+            self.heal()
+            return fn()
+
+    def fresh(self) -> HostState:
+        raise TypeError("a catalog-backed state is rebuilt, not retried")
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = self._read(self.catalog.count)
+        return self._count
+
+    def get(self, tenant: str, kind: str, key: str) -> Record | None:
+        return self._read(lambda: self.catalog.get(tenant, kind, key))
+
+    def current(self, rec: Record) -> Record | None:
+        return rec  # read from this very catalog, its CRC checked
+
+    def children(self, tenant: str, kind: str, parent: str) -> list[Record]:
+        return self._read(lambda: self.catalog.children(tenant, kind, parent))
+
+    def records(self, tenant: str | None = None, kind: str | None = None) -> list[Record]:
+        return self._read(lambda: list(self.catalog.select(tenant, kind)))
+
+    def iter_all(self) -> Iterator[Record]:
+        return self.catalog.select()
+
+    def put(self, rec: Record) -> None:
+        self.catalog.begin()
+        self._moved(self.catalog.upsert(rec))
+
+    def delete(self, tenant: str, kind: str, key: str) -> bool:
+        self.catalog.begin()
+        gone = self.catalog.remove(tenant, kind, key)
+        self._moved(gone)
+        return gone != 0
+
+    def finish(self, lsn: int) -> None:
+        """Commit the replay (and any checkpoint rows loaded) at `lsn`."""
+        self.catalog.finish(lsn, self.mode)
+
+    def committed(self, delta: int, mode: str | None) -> None:
+        """A live commit reached the catalog (`Catalog.apply` returned `delta`)."""
+        self._moved(delta)
+        if mode is not None:
+            self.mode = mode
+
+    def forget_count(self) -> None:
+        self._count = None
+
+    def _moved(self, delta: int) -> None:
+        if self._count is not None:
+            self._count += delta
+
+
+class OverlayState(HostState):
+    """What the log after a checkpoint does to the checkpoint's rows, without those rows: puts
+    and deletes as they are, a state change of a row the log never wrote kept as a pending
+    (state, lsn) for that row. `merge` streams the checkpoint's rows through it (fsck's and the
+    catalog rebuild's view of the log's truth, in memory bounded by the log, not the rows)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: set[tuple[str, str, str]] = set()
+        self.pending: dict[tuple[str, str, str], tuple[str, int]] = {}
+
+    def put(self, rec: Record) -> None:
+        ident = (rec.tenant, rec.kind, rec.key)
+        self.deleted.discard(ident)
+        self.pending.pop(ident, None)
+        super().put(rec)
+
+    def delete(self, tenant: str, kind: str, key: str) -> bool:
+        self.deleted.add((tenant, kind, key))
+        self.pending.pop((tenant, kind, key), None)
+        return super().delete(tenant, kind, key)
+
+    def apply(self, body: dict, lsn: int) -> Record | None:
+        if body["op"] == "state" and "sealed" not in body:
+            ident = (body["tenant"], body["kind"], body["key"])
+            if self.get(*ident) is None and ident not in self.deleted:
+                self.pending[ident] = (body["state"], lsn)
+                return None
+        return super().apply(body, lsn)
+
+    def merge(self, base: Iterator[Record]) -> Iterator[Record]:
+        """The checkpoint's rows `base` with this log's effect: the true row set."""
+        for rec in base:
+            ident = (rec.tenant, rec.kind, rec.key)
+            if ident in self.deleted or self.get(*ident) is not None:
+                continue
+            change = self.pending.get(ident)
+            if change is not None:
+                rec = Record(rec.tenant, rec.kind, rec.key, rec.parent, rec.meta, rec.payload,
+                             rec.payload_size, rec.text, change[0], change[1])
+            yield rec
+        yield from self.iter_all()

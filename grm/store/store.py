@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 from grm.errors import CorruptionError, StoreError, StorePoisoned, UserInputError
-from grm.store.catalog import Catalog
-from grm.store.checkpoint import write_checkpoint
+from grm.store.catalog import _KEEP, Catalog
+from grm.store.checkpoint import checkpoint_rows, write_checkpoint
 from grm.store.config import DURABILITY_MODES, MODE_RULES, StoreConfig
 from grm.store.crypt import Keyring
 from grm.store.defences import Defences
@@ -31,7 +31,7 @@ from grm.store.record import Record
 from grm.store.recovery import Recovered, recover, remove_covered
 from grm.store.root import check_root, open_root
 from grm.store.salvage import SalvageReport, salvage
-from grm.store.state import HostState
+from grm.store.state import CatalogState, HostState, OverlayState
 from grm.store.txn import Txn
 
 log = logging.getLogger("grm.store")
@@ -103,22 +103,34 @@ class Store(StoreReads):
              "unfinished_segments"), 0)
         sync = config.syncs and not config.read_only
         self._read_only = config.read_only
+        # A plain local store keeps its rows in the catalog (CatalogState: not resident); an
+        # encrypted one (no plaintext on disk), a MemoryFS one and a read-only open keep them in
+        # memory (HostState) with an in-memory catalog filled from them at open.
+        on_disk = isinstance(fs, OsPaths) and keyring is None and not self._read_only
+        self._catalog = Catalog(fs, fs.os_path(layout.catalog) if on_disk else None,
+                                full_sync=MODE_RULES[self._mode]["catalog_full"])
         state = (HostState(self._codec.open_text, self._codec.open_mutation, self._codec.open_row)
                  if keyring is not None else HostState())
+        self._writer: LogWriter | None = None
         try:
-            self._writer: LogWriter | None = None
             if self._read_only:
                 rec = self._recover_read_only(state)  # no writer: nothing appended, cut or removed
             else:
                 for name in fs.listdir(layout.root):
                     if name.startswith(MARKER_NAME) and is_tmp(name):
                         fs.remove(os.path.join(layout.root, name))
-                rec = recover(fs, layout, state, state.decode_row)
+                rec = self._recover_into_catalog(sync) if on_disk else recover(fs, layout, state, state.decode_row)
                 self._writer = self._tail_writer(rec, sync)
                 remove_covered(fs, rec.covered, sync=sync)
         except OSError as e:
+            self._catalog.close()
             raise StoreError(f"cannot recover store {layout.root}: {e}") from e
+        except BaseException:
+            self._catalog.close()
+            raise
         self._state: HostState = rec.state
+        if isinstance(self._state, CatalogState):
+            self._state.heal = self._heal_catalog
         self._last_lsn = rec.last_lsn
         self.recovered_lsn = rec.last_lsn  # the last LSN recovery found, before any write of this open
         self._durable_lsn = rec.last_lsn if sync else 0
@@ -129,19 +141,14 @@ class Store(StoreReads):
         self.counters["text_unauthenticated"] = state.unauthenticated
         self.counters["unfinished_segments"] = rec.unfinished_segments
         self._payloads = PayloadFiles(fs, layout, self._codec)
-        on_disk = isinstance(fs, OsPaths) and keyring is None and not self._read_only
-        path = fs.os_path(layout.catalog) if on_disk else None
-        self._catalog = Catalog(fs, path, full_sync=MODE_RULES[self._mode]["catalog_full"])
-        try:
-            if on_disk:
-                keep_catalog_evidence(fs, layout, self._catalog, self._state, self._last_lsn, sync=sync)
-            if self._catalog.open(self._state.iter_all(), self._last_lsn):
-                self.counters["catalog_rebuilds"] += 1
-        except (sqlite3.Error, OSError) as e:
-            if self._writer is not None:
-                self._writer.close()
-            self._catalog.close()
-            raise StoreError(f"cannot build the catalog of {layout.root}: {e}") from e
+        if not on_disk:
+            try:
+                self._catalog.open(self._state.iter_all(), self._last_lsn)
+            except (sqlite3.Error, OSError) as e:
+                if self._writer is not None:
+                    self._writer.close()
+                self._catalog.close()
+                raise StoreError(f"cannot build the catalog of {layout.root}: {e}") from e
         if self._read_only:
             return
         if self._mode == "async":
@@ -280,6 +287,76 @@ class Store(StoreReads):
                 state = state.fresh()
         raise AssertionError("unreachable")
 
+    def _recover_into_catalog(self, sync: bool) -> Recovered:
+        """Recovery of a plain local store, whose host state is its catalog: a catalog at an LSN
+        between the checkpoint's and the log's end gets the log after its LSN replayed (no row
+        is read); any other (missing, unreadable, other schema, behind the checkpoint, ahead of
+        the log: then with loss evidence first) is rebuilt from checkpoint + log."""
+        fs, layout, cat = self._fs, self._layout, self._catalog
+        try:
+            base = cat.usable_lsn()
+            why, rec = "missing, unreadable or of another schema", None
+            if base is not None:
+                try:
+                    rec = recover(fs, layout, CatalogState(cat), load_rows=False, state_lsn=base)
+                    if rec.checkpoint_lsn <= base <= rec.last_lsn:
+                        rec.state.finish(rec.last_lsn)
+                        return rec
+                    why = f"at lsn {base}; checkpoint at {rec.checkpoint_lsn}, log ends at {rec.last_lsn}"
+                except sqlite3.DatabaseError as e:
+                    rec, why = None, f"unreadable: {e}"
+                cat.abort()
+                if rec is not None and base > rec.last_lsn:  # ahead: name what the log lost (rare: resident)
+                    truth = recover(fs, layout, HostState(), read_only=True)
+                    keep_catalog_evidence(fs, layout, cat, truth.state, truth.last_lsn, sync=sync)
+            existed, first = fs.exists(layout.catalog), rec
+            cat.reset()
+            state = CatalogState(cat)
+            rec = recover(fs, layout, state)
+            state.finish(rec.last_lsn)
+            if first is not None:  # the first pass already cut the tail: keep what it found
+                rec.torn_dropped = max(rec.torn_dropped, first.torn_dropped)
+                rec.unfinished_segments = max(rec.unfinished_segments, first.unfinished_segments)
+            if existed or rec.last_lsn > 0:
+                log.warning("rebuilt catalog of %s from checkpoint + log (it was %s)", layout.root, why)
+                self.counters["catalog_rebuilds"] += 1
+            return rec
+        except sqlite3.Error as e:
+            cat.abort()
+            raise StoreError(f"cannot build the catalog of {layout.root}: {e}") from e
+
+    def _truth(self) -> tuple[Iterator[Record], int, str | None]:
+        """(rows, LSN, durability mode) as checkpoint + log say, not the catalog: the
+        checkpoint's rows streamed through what the log after it does (OverlayState)."""
+        overlay = OverlayState()
+        rec = recover(self._fs, self._layout, overlay, read_only=True, load_rows=False)
+        ckpt = rec.checkpoint
+        base = (Record.from_list(v) for v in checkpoint_rows(self._fs, ckpt)) if ckpt else iter(())
+        return overlay.merge(base), rec.last_lsn, overlay.mode or (ckpt.mode if ckpt else None)
+
+    def _heal_catalog(self) -> None:
+        with self._lock:
+            log.warning("catalog of %s is damaged; rebuilding it from checkpoint + log", self._layout.root)
+            self._rebuild_catalog()
+            self._count("catalog_rebuilds")
+
+    def _fsck_truth(self) -> Callable[[], Iterator[Record]] | None:
+        """What fsck checks payloads against and compares the catalog with (None: the resident
+        state). For a catalog-backed state, checkpoint + log: never the catalog itself."""
+        if not isinstance(self._state, CatalogState):
+            return None
+        return lambda: self._truth()[0]
+
+    def _rebuild_catalog(self) -> None:
+        """Rebuild the catalog from the authority: the resident state, or checkpoint + log."""
+        if not isinstance(self._state, CatalogState):
+            self._catalog.rebuild(self._state.iter_all(), self._last_lsn)
+            return
+        self._catalog.abort()
+        rows, lsn, mode = self._truth()
+        self._catalog.rebuild(rows, lsn, mode)
+        self._state.forget_count()
+
     def _count(self, name: str) -> None:
         with self._counter_lock:
             self.counters[name] = self.counters.get(name, 0) + 1
@@ -397,17 +474,23 @@ class Store(StoreReads):
         if rules["fsync_commit"]:
             self._durable_lsn = last
         upserts, deletes = [], []
+        backed = isinstance(self._state, CatalogState)  # else resident: the dicts change here
         for (tenant, kind, key), rec in txn.overlay.items():
             if rec is None:
-                self._state.delete(tenant, kind, key)
+                if not backed:
+                    self._state.delete(tenant, kind, key)
                 deletes.append((tenant, kind, key))
             else:
-                self._state.put(rec)
+                if not backed:
+                    self._state.put(rec)
                 upserts.append(rec)
-        if txn.mode is not None:
+        if txn.mode is not None and not backed:
             self._state.mode = txn.mode
         self._last_lsn = last
-        self._catalog_call(lambda: self._catalog.apply(upserts, deletes, last))
+        mode = txn.mode if txn.mode is not None else _KEEP
+        delta = self._catalog_call(lambda: self._catalog.apply(upserts, deletes, last, mode))
+        if backed:
+            self._state.committed(delta, txn.mode)
         self._frames_since_checkpoint += len(bodies)
         if rules["deferred"] and self._flusher is not None:
             self._flusher.committed()
@@ -435,9 +518,18 @@ class Store(StoreReads):
             self.flush()  # the checkpoint may only name payload files that are durable
             if self._poisoned is not None:
                 raise OSError(f"flush before checkpoint failed: {self._poisoned}")
+        if sync and isinstance(self._state, CatalogState):
+            # The log before this checkpoint is about to go: the catalog (the host state) must
+            # not be able to fall behind it, or the next open rebuilds it from the checkpoint.
+            self._catalog_call(lambda: self._catalog.conn.execute("PRAGMA wal_checkpoint(FULL)").fetchall())
         with self._flush_lock:
-            write_checkpoint(fs, layout.checkpoint(lsn), lsn, self._state.iter_all(), sync=sync,
-                             mode=self._state.mode, encode_row=self._codec.seal_row)
+            try:
+                write_checkpoint(fs, layout.checkpoint(lsn), lsn, self._state.iter_all(), sync=sync,
+                                 mode=self._state.mode, encode_row=self._codec.seal_row)
+            except sqlite3.DatabaseError:  # a damaged catalog row: rebuilt from the log, then again
+                self._heal_catalog()
+                write_checkpoint(fs, layout.checkpoint(lsn), lsn, self._state.iter_all(), sync=sync,
+                                 mode=self._state.mode, encode_row=self._codec.seal_row)
             gen = self._writer.header.generation + 1
             new = LogWriter.create(fs, layout.segment(gen), gen, lsn + 1, os.urandom(8), sync)
             old, self._writer = self._writer, new
@@ -471,7 +563,7 @@ class Store(StoreReads):
         except (sqlite3.DatabaseError, OSError) as e:
             log.warning("catalog error (%s); rebuilding it from the log state", e)
         try:
-            self._catalog.rebuild(self._state.iter_all(), self._last_lsn)
+            self._rebuild_catalog()
             self._count("catalog_rebuilds")
             return fn()
         except (sqlite3.DatabaseError, OSError) as e:

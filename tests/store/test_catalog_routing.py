@@ -21,12 +21,12 @@ def _catalog(n: int, rare_at: int) -> Catalog:
 def test_small_catalog_scores_every_word() -> None:
     c = _catalog(200, 7)
     hits = c.search("t", ["alpha", "zebra"], "doc", 50)
-    assert hits[0][1] == "k000007" and len(hits) == 50  # rows holding only "alpha" still ranked
+    assert hits[0][0].key == "k000007" and len(hits) == 50  # rows holding only "alpha" still ranked
 
 
 def test_big_catalog_skips_a_word_most_rows_hold_when_a_rarer_one_remains() -> None:
     c = _catalog(cat.SELECTIVE_MIN_ROWS + 5_000, 7)
-    assert [k for _, k, _ in c.search("t", ["alpha", "zebra"], "doc", 50)] == ["k000007"]
+    assert [r.key for r, _ in c.search("t", ["alpha", "zebra"], "doc", 50)] == ["k000007"]
 
 
 def test_big_catalog_never_drops_every_word_and_scores_the_newest_rows() -> None:
@@ -35,7 +35,7 @@ def test_big_catalog_never_drops_every_word_and_scores_the_newest_rows() -> None
     hits = c.search("t", ["alpha"], "doc", 50)
     assert len(hits) == 50
     reach = int(cat.MAX_POSTINGS / 1.0)  # "alpha" is in every row
-    assert all(int(k[1:]) >= n - reach for _, k, _ in hits)
+    assert all(int(r.key[1:]) >= n - reach for r, _ in hits)
 
 
 def test_rows_of_another_tenant_do_not_hide_this_tenants_rows() -> None:
@@ -45,4 +45,4 @@ def test_rows_of_another_tenant_do_not_hide_this_tenants_rows() -> None:
     rows = [Record("other", "doc", f"o{i}", None, {}, None, 0, "fox fox fox", "active", i + 1) for i in range(300)]
     rows.append(Record("t", "doc", "mine", None, {}, None, 0, "a fox among many words here", "active", 301))
     c.rebuild(rows, 301)
-    assert [k for _, k, _ in c.search("t", ["fox"], "doc", 5)] == ["mine"]
+    assert [r.key for r, _ in c.search("t", ["fox"], "doc", 5)] == ["mine"]
