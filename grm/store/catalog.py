@@ -90,20 +90,21 @@ class RowDamaged(sqlite3.DatabaseError):
     """A catalog row whose CRC does not match its columns (the store rebuilds the catalog)."""
 
 
-def row_crc(r: Record) -> int:
-    return crc32c.crc32c(canonical_json(r.to_list()).encode("utf-8"))
+def _crc(cols: tuple) -> int:
+    """CRC32C of a row's ten stored columns (meta as its canonical JSON text)."""
+    return crc32c.crc32c("\x1f".join("\x00" if c is None else str(c) for c in cols).encode("utf-8"))
 
 
 def _row(r: Record) -> tuple:
-    return (r.tenant, r.kind, r.key, tenant_dir_name(r.tenant), r.parent, canonical_json(r.meta),
-            r.payload, r.payload_size, r.text, r.state, r.lsn, row_crc(r))
+    cols = (r.tenant, r.kind, r.key, r.parent, canonical_json(r.meta), r.payload, r.payload_size,
+            r.text, r.state, r.lsn)
+    return (*cols[:3], tenant_dir_name(r.tenant), *cols[3:], _crc(cols))
 
 
 def _record(v: tuple) -> Record:
-    rec = Record(v[0], v[1], v[2], v[3], json.loads(v[4]), v[5], v[6], v[7], v[8], v[9])
-    if row_crc(rec) != v[10]:
-        raise RowDamaged(f"catalog row {rec.ident} fails its crc")
-    return rec
+    if _crc(v[:10]) != v[10]:
+        raise RowDamaged(f"catalog row {v[0]}/{v[1]}/{v[2]} fails its crc")
+    return Record(v[0], v[1], v[2], v[3], json.loads(v[4]), v[5], v[6], v[7], v[8], v[9])
 
 
 class Catalog:
@@ -118,6 +119,8 @@ class Catalog:
         self.read_only = read_only  # inspect a stored catalog without changing it (read-only fsck)
         self._conn: sqlite3.Connection | None = None
         self.lock = threading.RLock()  # one connection: readers outside the store lock take this
+        self._window: tuple[int, int, bool] | None = None  # _selective's sample, reset by writes
+        self._shares: dict[str, float] = {}
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -181,6 +184,7 @@ class Catalog:
               mode: object = _KEEP) -> int:
         """One committed transaction; `mode` is the durability mode it logged (`_KEEP`: none).
         Returns the change in the row count."""
+        self._window = None
         with self.lock:
             conn = self.conn
             conn.execute("BEGIN")
@@ -202,6 +206,10 @@ class Catalog:
         """(row, score) of active rows of `tenant` matching any token, best first.
         Tokens are quoted here, so no user text is ever parsed as FTS5 syntax. On a big catalog
         the commonest tokens may be skipped (`_selective`)."""
+        with self.lock:  # one connection: a reader thread's lookups wait for this, as for a commit
+            return self._search(tenant, tokens, kind, limit)
+
+    def _search(self, tenant: str, tokens: list[str], kind: str | None, limit: int) -> list[tuple[Record, float]]:
         tokens, window = self._selective(tokens)
         phrases = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
         match = f'text : ({phrases})'
@@ -249,21 +257,27 @@ class Catalog:
         found in more than COMMON_SHARE of the newest SAMPLE_ROWS rows is skipped when a rarer
         one remains. Never all of them: if every token is common, the rarest is kept and only
         the newest rows expected to hold MAX_POSTINGS of it are scored (recent memory first)."""
-        top = self.conn.execute("SELECT max(id) FROM rows").fetchone()[0] or 0
-        if top <= SELECTIVE_MIN_ROWS or len(self.conn.execute(
-                "SELECT 1 FROM rows LIMIT 1 OFFSET ?", (SELECTIVE_MIN_ROWS,)).fetchall()) == 0:
+        if self._window is None:  # (newest id, rows sampled, big enough), until the next write
+            top = self.conn.execute("SELECT max(id) FROM rows").fetchone()[0] or 0
+            big = top > SELECTIVE_MIN_ROWS and bool(self.conn.execute(
+                "SELECT 1 FROM rows LIMIT 1 OFFSET ?", (SELECTIVE_MIN_ROWS,)).fetchall())
+            sampled = self.conn.execute("SELECT count(*) FROM rows WHERE id > ?",
+                                        (top - SAMPLE_ROWS,)).fetchone()[0] if big else 0
+            self._window, self._shares = (top, max(sampled, 1), big), {}
+        top, sampled, big = self._window
+        if not big:
             return tokens, None
-        floor = top - SAMPLE_ROWS
-        sampled = self.conn.execute("SELECT count(*) FROM rows WHERE id > ?", (floor,)).fetchone()[0] or 1
         share = {}
         for t in tokens:
-            quoted = 'text : "' + t.replace('"', '""') + '"'
-            try:
-                n = self.conn.execute("SELECT count(*) FROM rows_fts WHERE rows_fts MATCH ? AND rowid > ?",
-                                      (quoted, floor)).fetchone()[0]
-            except sqlite3.OperationalError:
-                n = 0  # searched (and reported) as it is
-            share[t] = n / sampled
+            if t not in self._shares:
+                quoted = 'text : "' + t.replace('"', '""') + '"'
+                try:
+                    n = self.conn.execute("SELECT count(*) FROM rows_fts WHERE rows_fts MATCH ? AND rowid > ?",
+                                          (quoted, top - SAMPLE_ROWS)).fetchone()[0]
+                except sqlite3.OperationalError:
+                    n = 0  # searched (and reported) as it is
+                self._shares[t] = n / sampled
+            share[t] = self._shares[t]
         kept = [t for t in tokens if share[t] <= COMMON_SHARE]
         if kept:
             return kept, None
@@ -333,6 +347,7 @@ class Catalog:
             return None
 
     def begin(self) -> None:
+        self._window = None
         with self.lock:
             if not self.conn.in_transaction:
                 self.conn.execute("BEGIN")
@@ -351,6 +366,7 @@ class Catalog:
 
     def finish(self, lsn: int, mode: str | None) -> None:
         """Commit what `begin` started, at `lsn`."""
+        self._window = None
         with self.lock:
             self.begin()
             self._set_meta(lsn, mode)
@@ -363,6 +379,7 @@ class Catalog:
 
     def reset(self) -> None:
         """Delete the stored catalog; an empty one (no LSN) takes its place."""
+        self._window = None
         self.close()
         if self.path is not None:
             for suffix in ("", "-wal", "-shm", "-journal"):

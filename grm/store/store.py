@@ -63,8 +63,10 @@ class Store(StoreReads):
        change. An exception inside a transaction applies nothing (its payload files are orphans
        for fsck). `set_durability(mode)` switches modes (a logged record); `flush()` makes every
        acknowledged write durable now (async mode's sync point).
-    3. Readers call `get` / `children` / `records` (host state, no I/O), `read_payload` (one read,
-       decrypt, SHA-256: fail closed) and `search_text` (catalog, FTS5 BM25).
+    3. Readers call `get` / `children` / `records` (the host state: in a plain local store the
+       SQLite catalog, each row's CRC checked; in an encrypted, in-memory or read-only one, dicts
+       in RAM), `read_payload` (one read, decrypt, SHA-256: fail closed) and `search_text`
+       (catalog, FTS5 BM25).
     4. `stats` and `fsck` at any time; a checkpoint is taken every `checkpoint_every` log frames
        (and by `checkpoint()`), after which a new log generation starts and covered segments go.
     5. `close()` (or leaving the `with` block) flushes, stops the async flusher and releases the
@@ -74,7 +76,8 @@ class Store(StoreReads):
 
     Thread safety: one RLock serializes writers, the catalog and fsck; a transaction holds it from
     enter to exit, so another thread's writes wait for it and LSNs are known at `txn.put` time.
-    Lookups in the host state take no lock. The async flusher fsyncs under a second lock that
+    Lookups in the host state take no store lock (a catalog-backed one takes the catalog's
+    connection lock per query, which a commit's catalog update also holds). The async flusher fsyncs under a second lock that
     only checkpoints also take, so commits never wait for an fsync.
     """
 
