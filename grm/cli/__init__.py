@@ -43,6 +43,7 @@ SUBCOMMANDS = [
     "grm.cli.chat",
     "grm.cli.stats",  # stats, fsck
     "grm.cli.gc",
+    "grm.cli.tier",
     "grm.cli.memory",
     "grm.cli.grafts",
     "grm.cli.archive",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grm.cli.common import Choices, byte_count, emit, open_runtime, show_progress
+from grm.cli.tier import add_budget_flag, after_write
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     # The default lives in grm/runtime/files.py (MAX_FILE_BYTES); importing it here would load torch.
     p.add_argument("--max-file-size", type=byte_count, default=None, metavar="BYTES",
                    help="skip files larger than this, e.g. 64M (default 4M)")
+    add_budget_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -36,10 +38,15 @@ def run(args: argparse.Namespace) -> int:
         before = stored_bytes(rt.store, args.tenant)
         results = rt.ingest(docs, progress=show_progress(args), **layout)
         added = stored_bytes(rt.store, args.tenant) - before
+        tiering = after_write(rt, args.store_budget)
     tokens = sum(r.tokens for r in results)
-    emit({"documents": len(results), "blocks": sum(r.blocks for r in results),
-          "computed": sum(r.computed for r in results), "tokens": tokens, "stored_bytes": added,
-          "bytes_per_token": round(added / tokens) if tokens else 0}, args.json)
+    out = {"documents": len(results), "blocks": sum(r.blocks for r in results),
+           "computed": sum(r.computed for r in results), "tokens": tokens, "stored_bytes": added,
+           "bytes_per_token": round(added / tokens) if tokens else 0}
+    if tiering is not None:  # the store passed its budget's high-water mark: cold K/V moved down
+        out["tiering"] = tiering if args.json else {k: tiering[k] for k in (
+            "budget", "before_bytes", "after_bytes", "demote", "evict", "drop")}
+    emit(out, args.json)
     return 0
 
 

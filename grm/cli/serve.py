@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from grm.cli.common import add_mount_flags, mount_options, positive_int, runtime_config
+from grm.cli.tier import add_budget_flag
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -34,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--max-tokens", type=positive_int, default=256, metavar="N",
                    help="generation limit when a request gives no max_tokens (default 256)")
     add_mount_flags(p)
+    add_budget_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     config = ServeConfig(host=args.host, port=args.port, keys=Path(args.keys).expanduser() if args.keys else None,
                          no_auth=args.no_auth, tenant=args.tenant, queue=args.queue, timeout_s=args.timeout,
-                         max_tokens=args.max_tokens)
+                         max_tokens=args.max_tokens, store_budget=args.store_budget)
     from grm.serve.server import serve
 
     return serve(runtime_config(args, **mount_options(args)), config)

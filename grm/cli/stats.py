@@ -70,10 +70,33 @@ def stats_table(st: dict) -> list[str]:
     return lines
 
 
+def tier_lines(t: dict) -> list[str]:
+    """The tiers part of `grm stats` (grm/store/tiering.py Inventory.to_json + the budget)."""
+    budget = t.get("budget")
+    lines = [f"footprint   {_size(t['footprint_bytes'])} of "
+             f"{'no budget (grm tier --store-budget SIZE)' if budget is None else _size(budget) + ' budget'}"]
+    for name, row in t["tiers"].items():
+        lines.append(f"  {name:<8} {row['spans']:>8} span(s) {row['tokens']:>10} tokens  {_size(row['bytes']):>10}")
+    lines.append(f"  {'kept':<8} {_size(t['kept_bytes']):>38}  (documents, facts, sinks, codebooks)")
+    if t["documents"]:
+        width = min(40, max(len("document"), *(len(d) for d in t["documents"])))
+        lines.append(f"  {'document':<{width}}  {'exact':>10}  {'archive':>10}  spans exact/archive/text")
+        for doc, row in t["documents"].items():
+            lines.append(f"  {doc[-width:]:<{width}}  {_size(row['exact_bytes']):>10}  {_size(row['archive_bytes']):>10}"
+                         f"  {row['exact']}/{row['archive']}/{row['text']}")
+    return lines
+
+
 def run_stats(args: argparse.Namespace) -> int:
+    from grm.store.tiering import inventory, stored_budget
+
     with open_store(args, read_only=True) as store:
         st = tenant_stats(store.stats(), args.tenant)
-    print(json.dumps(st, ensure_ascii=False) if args.json else "\n".join(stats_table(st)))
+        st["tiers"] = {**inventory(store).to_json(args.tenant), "budget": stored_budget(store)}
+    if args.json:
+        print(json.dumps(st, ensure_ascii=False))
+    else:
+        print("\n".join(stats_table(st) + tier_lines(st["tiers"])))
     return 0
 
 

@@ -116,6 +116,8 @@ class Engine:
         self._draining = False
         self._avg_s = 1.0  # running mean of job seconds (Retry-After estimate)
         self._lock = threading.Lock()
+        self._tiering: Any = None  # grm/archive/policy.py TieringPolicy, built on first write
+        self._tier_queued = False
         if metrics is not None:
             metrics.bind_engine(self)
 
@@ -298,6 +300,9 @@ class Engine:
         self._record(tenant, req, rid, ans, finish, n_out)
         if self.metrics is not None:
             self.metrics.observe_answer(tenant, req.endpoint, ans, req.memory)
+        if req.memory:
+            self.tiering().uses.note_answer(tenant, ans, self.rt.store.last_lsn)
+            self.after_write(tenant)
         return GenResult(ans.answer, finish, ans.prompt_tokens, n_out, ans.tokens_from_memory, ext, command)
 
     def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Any:
@@ -325,6 +330,40 @@ class Engine:
                          fallback=getattr(ans, "fallback", None), lossy=bool(ans.lossy))
         with self._lock:
             self.traces.setdefault(tenant, deque(maxlen=self.config.trace_len)).appendleft(entry)
+
+    # ----- tiering (grm/archive/policy.py) -------------------------------------------------------
+    def tiering(self) -> Any:
+        """The store's tiering policy: ServeConfig.store_budget (remembered by the store), else the
+        budget an earlier run stored; mounts are counted in its UseLog."""
+        if self._tiering is None:
+            from grm.archive.policy import TieringPolicy
+            from grm.store.tiering import save_budget
+
+            budget = getattr(self.config, "store_budget", None)
+            if budget is not None:
+                save_budget(self.rt.store, budget)
+            self._tiering = TieringPolicy(self.rt.store, self.rt.lm, self.rt.dialect, self.rt.config.tenant,
+                                          budget, archive=self.rt.archive)
+        return self._tiering
+
+    def after_write(self, tenant: str) -> None:
+        """After a write (on the worker): when the store passed its budget's high-water mark, queue
+        one tiering run behind the waiting requests (off their path); a full queue skips it."""
+        policy = self.tiering()
+        if self._tier_queued or self._draining or not policy.due():
+            return
+
+        def run() -> dict:
+            try:
+                return policy.run().to_json()
+            finally:
+                self._tier_queued = False
+
+        self._tier_queued = True
+        try:
+            self.submit(tenant, "tier", run)
+        except ApiError:
+            self._tier_queued = False
 
     # ----- documents ----------------------------------------------------------------------------
     def ingest(self, tenant: str, name: str, text: str, layout: str) -> IngestJob:
@@ -449,6 +488,7 @@ class TenantMemory:
             rt.ingest_text(text, job.name, job.layout, progress=progress)
             job.document = hashlib.sha256(text.encode()).hexdigest()
             job.done, job.status = job.total, "done"
+            self.after_write(job.tenant)
         except GrmError as e:
             job.status, job.error = "failed", str(e)
         except Exception as e:  # reported on the job; the server stays up

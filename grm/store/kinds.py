@@ -18,6 +18,9 @@ GRAFT = "graft"  # a position-free K/V span with text, routing keys and lineage
 ARCHIVE = "archive"  # a demoted span: RVQ codes + exact window
 CODEBOOK = "codebook"  # RVQ codebooks of one model identity, under the system tenant
 
+# tiering (grm.store.tiering): the store's byte budget (system tenant) and each tenant's use counts
+TIERING = "tiering"
+
 # policy (grm.policy.ledger, .review, .fold, .commands)
 FACT = "fact"
 FACT_SUPPORT = "fact_support"
@@ -30,5 +33,5 @@ FOLD_ABORT = "fold_abort"
 RETIRED = "retired"
 FORGET_CONFIRM = "forget_confirm"
 
-ALL = (SINKS, BLOCK, DOCUMENT, GRAFT, ARCHIVE, CODEBOOK, FACT, FACT_SUPPORT, FACT_LINEAGE,
+ALL = (SINKS, BLOCK, DOCUMENT, GRAFT, ARCHIVE, CODEBOOK, TIERING, FACT, FACT_SUPPORT, FACT_LINEAGE,
        FACT_TOMBSTONE, FACT_GRAFT, REVIEW, FOLD_NODE, FOLD_ABORT, RETIRED, FORGET_CONFIRM)
