@@ -32,12 +32,15 @@ stops before a subordinate clause ("RT-88 after I re-registered the car" -> "RT-
 
 The fact's statement (what its graft reads, alone) is the claim in canonical form, "My bank is
 Ally", never the update as said: the old value named beside the new one competes with it, and
-"is now" read no better (bench/results/fidelity.md).
+"is now" read no better (bench/results/fidelity.md). When the update supersedes a fact whose
+statement holds its value, the new statement is that one with the value swapped (`restate`):
+"The review is in March" updated to April reads "The review is in April", not "... is April".
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from grm.policy.fact import MULTI_VALUED, FactProposal
 
@@ -178,3 +181,17 @@ def _cued(s: str, intent: str) -> FactProposal | None:
         if p is not None and p.value.casefold() != (p.replaces or "").casefold():
             found = p
     return found
+
+
+_PREP_LEAD = re.compile(r"^(?:(?:in|on|at)\s+)+", re.IGNORECASE)  # "on June 3": the value is "June 3"
+
+
+def restate(p: FactProposal, old_statement: str, old_value: str) -> FactProposal:
+    """`p` (an update) stated as the fact it supersedes was, its value swapped for the new one,
+    when that statement holds the old value once; else `p` unchanged."""
+    old_core, new_core = _PREP_LEAD.sub("", old_value.strip()), _PREP_LEAD.sub("", p.value.strip())
+    pattern = re.compile(rf"(?<!\w){re.escape(old_core)}(?!\w)", re.IGNORECASE)
+    if not old_core or not new_core or len(pattern.findall(old_statement)) != 1:
+        return p
+    said = pattern.sub(lambda _: new_core, old_statement).strip().rstrip(".")
+    return replace(p, statement=said[0].upper() + said[1:])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 
 from grm.policy import parse_statement
-from grm.policy.updates import parse_update
+from grm.policy.updates import parse_update, restate
 
 
 def one(text):
@@ -89,6 +89,20 @@ def test_cued_sentences_without_a_value_like_claim_are_not_updates(text):
 def test_an_update_states_its_claim_canonically(text, statement):
     (p,) = parse_statement(text)
     assert p.statement == statement
+
+
+def test_an_update_reads_as_the_fact_it_changes_did(mem):
+    mem.observe("The recital is on June 3.", evidence_id="s#1", now=1.0)
+    (o,) = mem.observe("The recital has been moved from June 3 to June 10.", evidence_id="s#2", now=2.0)
+    assert o.action == "superseded"
+    assert [f.statement for f in mem.facts(3.0)] == ["The recital is on June 10"]
+
+
+def test_restate_keeps_the_canonical_claim_when_the_old_statement_is_unclear():
+    (p,) = parse_statement("I switched my bank from Chase to Ally.")
+    assert restate(p, "My bank is Chase", "Chase").statement == "My bank is Ally"
+    assert restate(p, "Chase is my bank, Chase", "Chase").statement == "My bank is Ally"  # twice: unclear
+    assert restate(p, "My bank is a big one", "Chase").statement == "My bank is Ally"  # not held
 
 
 def test_a_cued_update_supersedes_the_fact_it_changes(mem):
