@@ -81,8 +81,9 @@ UPDATES = {
         ("The school bus number is 42.", "The school bus number went from 42 to 17.", "What is the school bus number?",
          "42", "17"),
     ],
-    # FRESH: new subjects and phrasings written 2026-12-01 03:00 UTC, before the session-6 changes to
-    # the rules, rendering or lead were made and before anything was run on them; never used to change code
+    # FRESH: new subjects and phrasings written 2026-12-01 02:58 UTC, before the session-6 changes to
+    # the rules and rendering and before anything was run on them; never used to change code (its
+    # 0/14 baseline was seen before the generic cue reader was written, so it is not fully blind)
     "fresh": [
         ("My pharmacy is Walgreens.", "My pharmacy is CVS these days, not Walgreens.", "What is my pharmacy?",
          "Walgreens", "CVS"),
@@ -112,6 +113,36 @@ UPDATES = {
          "Who is my daughter's teacher?", "Reyes", "Quinn"),
         ("The team dinner is at 7 pm.", "The team dinner was moved up to 6 pm.", "When is the team dinner?",
          "7 pm", "6 pm"),
+    ],
+    # FRESH-2: written 2026-12-01 03:39 UTC after the session-6 code was frozen (commit ffe0374) and
+    # before anything was run on it: the blind measure (FRESH was seen at its 0/14 baseline)
+    "fresh2": [
+        ("My yoga class is on Wednesday.", "Yoga moved to Fridays starting next week.", "When is my yoga class?",
+         "Wednesday", "Friday"),
+        ("The office wifi network is Orion.", "IT renamed the office wifi network to Vega.",
+         "What is the office wifi network?", "Orion", "Vega"),
+        ("My vet is Dr. Brandt.", "We go to Dr. Sato for the cat now; Dr. Brandt closed his practice.", "Who is my vet?",
+         "Brandt", "Sato"),
+        ("The garage door code is 3390.", "Changed the garage door code yesterday, it's 4418 now.",
+         "What is the garage door code?", "3390", "4418"),
+        ("My sister's flight lands at 4 pm.", "My sister's flight is delayed, it now lands at 7 pm.",
+         "When does my sister's flight land?", "4 pm", "7 pm"),
+        ("Our babysitter is Chloe.", "Chloe went back to college, so our babysitter is now Imani.",
+         "Who is our babysitter?", "Chloe", "Imani"),
+        ("My gym locker is number 112.", "They gave me a different gym locker: number 87.", "What is my gym locker?",
+         "112", "87"),
+        ("The client demo is on the 14th.", "The client demo got bumped to the 21st.", "When is the client demo?",
+         "14th", "21st"),
+        ("My running partner is Theo.", "Theo moved away; my running partner these days is Amara.",
+         "Who is my running partner?", "Theo", "Amara"),
+        ("The team channel is #general.", "We switched the team channel over to #core-team.",
+         "What is the team channel?", "#general", "#core-team"),
+        ("My cardiologist is Dr. Ferris.", "I don't see Dr. Ferris anymore, my cardiologist is Dr. Wu.",
+         "Who is my cardiologist?", "Ferris", "Dr. Wu"),
+        ("The spare key is under the mat.", "I moved the spare key from under the mat to the flower pot.",
+         "Where is the spare key?", "mat", "flower pot"),
+        ("Our family doctor's office is on Elm Street.", "Our family doctor's office relocated to Birch Avenue.",
+         "Where is our family doctor's office?", "Elm Street", "Birch Avenue"),
     ],
 }
 
