@@ -3,18 +3,24 @@
 Synthetic rows through the public store interface (no model: runs on 2 cores): graft-like rows
 of one tenant, each with ~12 words of text from a 20,000-word Zipf vocabulary (so lexical
 queries have realistic selectivity), and a 256-byte payload on one row in ten. Each size runs in
-a child process (its own peak RSS). Per size:
+a child process that fills the store; a fresh grandchild then opens and uses it, so its memory
+is a process that uses a store of that size, not the one that generated it. Per size:
 
 - write rate: rows in transactions of 1,000 (durability normal: the log and each payload file
   fsynced before a transaction returns), automatic checkpoints at the default cadence;
-- open: the same rows with no checkpoint (whole log replayed), the store as the fill left it
-  (last automatic checkpoint + log after it), and right after an explicit checkpoint;
-- catalog rebuild (SQLite + FTS5 from the host state), fsck (every payload re-hashed);
+- open: the same rows with no checkpoint and no catalog (the whole log replayed into an empty
+  catalog), the store as the fill left it (catalog at the log's end; the log after the last
+  checkpoint is read), and right after an explicit checkpoint;
+- catalog rebuild (from checkpoint + log, as after a damaged catalog), fsck (every payload
+  re-hashed, the catalog compared with checkpoint + log);
 - lexical routing: `grm.route.lexical.search` (the graft router's lexical channel, FTS5 BM25)
   for 1,000 queries of 2-4 vocabulary words, p50 / p99;
-- peak resident memory of the child, disk bytes of the store folder.
+- resident memory: after open (the routing imports, torch among them, included) and the peak
+  of the using process (rebuild and fsck included); disk bytes of the store folder.
 
-`python bench/scale.py [--quick] [--sizes 10000,100000]` or `grm bench scale [--quick]`.
+`python bench/scale.py [--quick] [--sizes 10000,100000]` or `grm bench scale [--quick]`;
+`python bench/scale.py --one N DIR` measures one size (JSON on stdout) and
+`python bench/scale.py --from A.json B.json ...` tables such runs.
 """
 
 from __future__ import annotations
@@ -109,7 +115,7 @@ def use(n: int, root: Path) -> dict:
     from grm.store import Store, StoreConfig
     from grm.store.kinds import GRAFT
 
-    out: dict = {}
+    out: dict = {"rss_imports_mb": _rss_now_mb()}  # the process before any store: imports (torch) alone
     cfg = StoreConfig(root=root)
     t = time.perf_counter()
     s = Store.open(cfg)
@@ -187,13 +193,19 @@ def _child(n: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+COLUMNS = ("| records | write rows/s | open, whole log (s) | open as left (s) | open, fresh ckpt (s) | checkpoint (s) "
+           "| catalog rebuild (s) | fsck (s) | lexical route p50 (ms) | p99 (ms) | RSS after open (MB) "
+           "| peak RSS (MB) | disk (MiB) |")
+
+
 def _fmt(r: dict) -> str:
     if "error" in r:
-        return f"| {r['records']:,} | error: {r['error']} |" + " |" * 11
+        return f"| {r['records']:,} | error: {r['error']} |" + " |" * 12
     return (f"| {r['records']:,} | {r['write_rows_per_s']:,.0f} | {r['open_no_ckpt_s']:.2f} | {r['open_as_left_s']:.2f} "
             f"| {r['open_ckpt_s']:.2f} "
             f"| {r['checkpoint_s']:.2f} | {r['catalog_rebuild_s']:.2f} | {r['fsck_s']:.2f} | {r['route_p50_ms']:.2f} "
-            f"| {r['route_p99_ms']:.2f} | {r['rss_mb']:.0f} | {r['disk_bytes'] / 2**20:.1f} |")
+            f"| {r['route_p99_ms']:.2f} | {r['rss_after_open_mb']:.0f} | {r['rss_mb']:.0f} "
+            f"| {r['disk_bytes'] / 2**20:.1f} |")
 
 
 NOTES = """
@@ -235,17 +247,23 @@ def _verdicts(rows: list[dict]) -> list[str]:
 def main(args) -> int:
     from bench._common import write_results
 
-    sizes = QUICK_SIZES if getattr(args, "quick", False) else tuple(getattr(args, "sizes", None) or SIZES)
     rows = []
-    for n in sizes:
-        r = _child(n)
-        print(json.dumps(r), file=sys.stderr, flush=True)
-        rows.append(r)
-    table = ["| records | write rows/s | open, whole log (s) | open as left (s) | open, fresh ckpt (s) | checkpoint (s) "
-             "| catalog rebuild (s) | fsck (s) | lexical route p50 (ms) | p99 (ms) | peak RSS (MB) | disk (MiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"] + [_fmt(r) for r in rows]
+    if getattr(args, "from_files", None):  # sizes measured one by one (`--one N DIR`), tabled here
+        for path in args.from_files:
+            rows.append(json.loads(Path(path).read_text().strip().splitlines()[-1]))
+        rows.sort(key=lambda r: r["records"])
+        sizes = tuple(r["records"] for r in rows)
+        cmd = "python bench/scale.py --one N DIR (each size on its own, N = " + ", ".join(map(str, sizes)) + \
+            "); python bench/scale.py --from THEIR-OUTPUTS"
+    else:
+        sizes = QUICK_SIZES if getattr(args, "quick", False) else tuple(getattr(args, "sizes", None) or SIZES)
+        for n in sizes:
+            r = _child(n)
+            print(json.dumps(r), file=sys.stderr, flush=True)
+            rows.append(r)
+        cmd = "python bench/scale.py" + (f" --sizes {','.join(map(str, sizes))}" if not getattr(args, "quick", False) else "")
+    table = [COLUMNS, "|---" * COLUMNS.count("| ") + "|"] + [_fmt(r) for r in rows]
     table += ["", "Targets:"] + (_verdicts(rows) or ["- (no size with a target was run)"]) + NOTES.splitlines()
-    cmd = "python bench/scale.py" + (f" --sizes {','.join(map(str, sizes))}" if not getattr(args, "quick", False) else "")
     write_results("scale", {"sizes": list(sizes), "results": rows, "targets": {str(k): v for k, v in TARGETS.items()}},
                   table, cmd, quick=getattr(args, "quick", False))
     print("\n".join(table))
@@ -263,4 +281,6 @@ if __name__ == "__main__":
     p.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=None)
     p.add_argument("--model", default=None)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--from", dest="from_files", nargs="+", default=None, metavar="JSON",
+                   help="table the outputs of earlier `--one N DIR` runs instead of running")
     sys.exit(main(p.parse_args()))

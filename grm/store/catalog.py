@@ -324,6 +324,16 @@ class Catalog:
             for v in vs:
                 yield _record(v[1:])
 
+    def tally(self) -> tuple[list[tuple], list[tuple]]:
+        """[(tenant, kind, state, rows)], [(tenant, kind, payload bytes, each payload once)]."""
+        with self.lock:
+            counts = self.conn.execute("SELECT tenant, kind, state, count(*) FROM rows "
+                                       "GROUP BY tenant, kind, state").fetchall()
+            sizes = self.conn.execute(
+                "SELECT tenant, kind, sum(size) FROM (SELECT tenant, kind, max(payload_size) AS size FROM rows "
+                "WHERE payload IS NOT NULL GROUP BY tenant, kind, payload) GROUP BY tenant, kind").fetchall()
+        return counts, sizes
+
     def count(self) -> int:
         with self.lock:
             return self.conn.execute("SELECT count(*) FROM rows").fetchone()[0]

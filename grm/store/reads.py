@@ -113,16 +113,7 @@ class StoreReads:
 
     def stats(self: Store) -> dict:
         self._check_open()
-        tenants: dict[str, dict[str, dict[str, int]]] = {}
-        seen: set[tuple[str, str, str]] = set()
-        for r in self._state.iter_all():
-            s = tenants.setdefault(r.tenant, {}).setdefault(
-                r.kind, {"records": 0, "active": 0, "superseded": 0, "damaged": 0, "payload_bytes": 0})
-            s["records"] += 1
-            s[r.state] += 1
-            if r.payload is not None and (r.tenant, r.kind, r.payload) not in seen:
-                seen.add((r.tenant, r.kind, r.payload))
-                s["payload_bytes"] += r.payload_size
+        tenants = self._state.tally()
         with self._lock:
             segs = [n for n in self._fs.listdir(self._layout.log_dir) if parse_segment_name(n) is not None]
             log_bytes = sum(self._fs.size(os.path.join(self._layout.log_dir, n)) for n in segs)

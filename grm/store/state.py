@@ -170,6 +170,24 @@ class HostState:
         for d in list(self._rows.values()):
             yield from list(d.values())
 
+    def tally(self) -> dict[str, dict[str, dict[str, int]]]:
+        """tenant -> kind -> rows, rows per state, and payload bytes (each payload once)."""
+        tenants: dict[str, dict[str, dict[str, int]]] = {}
+        seen: set[tuple[str, str, str]] = set()
+        for r in self.iter_all():
+            s = _tally_entry(tenants, r.tenant, r.kind)
+            s["records"] += 1
+            s[r.state] += 1
+            if r.payload is not None and (r.tenant, r.kind, r.payload) not in seen:
+                seen.add((r.tenant, r.kind, r.payload))
+                s["payload_bytes"] += r.payload_size
+        return tenants
+
+
+def _tally_entry(tenants: dict, tenant: str, kind: str) -> dict[str, int]:
+    return tenants.setdefault(tenant, {}).setdefault(
+        kind, {"records": 0, "active": 0, "superseded": 0, "damaged": 0, "payload_bytes": 0})
+
 
 class CatalogState(HostState):
     """The host state of a plain local store: the rows live in the SQLite catalog (grm.store.
@@ -218,6 +236,18 @@ class CatalogState(HostState):
 
     def iter_all(self) -> Iterator[Record]:
         return self.catalog.select()
+
+    def tally(self) -> dict[str, dict[str, dict[str, int]]]:
+        """As HostState.tally, counted by SQLite (no row read into Python)."""
+        tenants: dict[str, dict[str, dict[str, int]]] = {}
+        counts, sizes = self._read(self.catalog.tally)
+        for tenant, kind, state, n in counts:
+            s = _tally_entry(tenants, tenant, kind)
+            s["records"] += n
+            s[state] = s.get(state, 0) + n
+        for tenant, kind, size in sizes:
+            _tally_entry(tenants, tenant, kind)["payload_bytes"] += size
+        return tenants
 
     def put(self, rec: Record) -> None:
         self.catalog.begin()

@@ -118,3 +118,19 @@ def test_format_1_checkpoints_are_still_read(tmp_path: Path) -> None:
     p.write_bytes(head + struct.pack("<II", crc, 0) + body)
     assert read_checkpoint(LocalFS(), str(p)) == (5, rows, None)
     assert json.loads(body)["lsn"] == 5
+
+
+def test_stats_counted_by_sqlite_match_a_count_of_the_rows(root: Path) -> None:
+    with open_store(root) as s:
+        for i in range(40):
+            s.put("t", "a" if i % 2 else "b", f"k{i}", payload=b"x" * (i % 5 + 1), text="hi")
+        s.put("u", "a", "z", payload=b"x")
+        s.set_state("t", "a", "k1", "superseded")
+        s.put("t", "a", "k3", payload=b"x" * 9)  # a new payload; its old one is still other rows'
+        s.put("t", "a", "k5", payload=b"x" * 9)  # the same bytes: counted once
+        resident = HostState()
+        for r in s._state.iter_all():
+            resident.put(r)
+        assert s.stats()["tenants"] == resident.tally()
+        assert s.stats()["tenants"]["t"]["a"] == {"records": 20, "active": 19, "superseded": 1, "damaged": 0,
+                                                  "payload_bytes": 1 + 2 + 3 + 4 + 5 + 9}
