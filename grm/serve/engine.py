@@ -488,7 +488,7 @@ class TenantMemory:
             rt.ingest_text(text, job.name, job.layout, progress=progress)
             job.document = hashlib.sha256(text.encode()).hexdigest()
             job.done, job.status = job.total, "done"
-            self.after_write(job.tenant)
+            self.engine.after_write(job.tenant)
         except GrmError as e:
             job.status, job.error = "failed", str(e)
         except Exception as e:  # reported on the job; the server stays up

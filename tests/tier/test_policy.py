@@ -3,6 +3,9 @@ still servable from its tier, facts never moved, --dry-run writes nothing."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from grm.archive.codebook_store import codebook_versions
@@ -14,13 +17,32 @@ from tests.conftest import lorem
 SMALL = PolicyConfig(min_train_tokens=64, train_tokens=4096, max_train=2000)
 
 
-@pytest.fixture()
-def rt(make_runtime, tmp_path):
-    rt = make_runtime(section_tokens=48, block_tokens=48)
-    doc = tmp_path / "doc.txt"
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> Path:
+    """One store with a document ingested (both layouts), copied by each test."""
+    from grm.runtime import Runtime
+
+    work = tmp_path_factory.mktemp("tier")
+    doc = work / "doc.txt"
     doc.write_text(lorem(8) + "\nThe vault code is 4512.\n" + lorem(4, seed=1), encoding="utf-8")
-    rt.ingest([doc], progress=False)
-    return rt
+    with Runtime.open(store=work / "store", model="tiny-random-llama", threads=2, device="cpu",
+                      section_tokens=48, block_tokens=48) as rt:
+        rt.ingest([doc], progress=False)
+    return work / "store"
+
+
+@pytest.fixture()
+def rt(make_runtime, ingested, tmp_path):
+    shutil.copytree(ingested, tmp_path / "copy")
+    return make_runtime(store=tmp_path / "copy", section_tokens=48, block_tokens=48)
+
+
+def half_the_spans(rt) -> TierConfig:
+    """A budget that holds what never moves (documents, facts, codebooks, rows, log) and half the
+    spans' bytes: reachable by demoting and dropping, without evicting."""
+    inv = inventory(rt.store)
+    floor = inv.kept_bytes + inv.log_bytes + inv.row_bytes
+    return TierConfig(floor + sum(s.bytes for s in inv.spans) // 2, high_water=1.0, low_water=1.0)
 
 
 def fact_graft(rt) -> str:
@@ -53,11 +75,11 @@ def servable(rt) -> list[str]:
 
 def test_a_run_brings_the_store_under_budget_and_every_span_stays_servable(rt) -> None:
     fact = fact_graft(rt)
-    full = inventory(rt.store).footprint
-    policy = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", TierConfig(full // 3), SMALL, archive=rt.archive)
+    cfg = half_the_spans(rt)
+    policy = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", cfg, SMALL, archive=rt.archive)
     rep = policy.run()
     after = inventory(rt.store)
-    assert rep.after == after.footprint <= full // 3
+    assert rep.after == after.footprint <= cfg.budget
     assert rep.trained is not None and codebook_versions(rt.store, rt.lm.identity) == [rep.trained]
     tiers = after.by_tier()
     assert tiers["archive"]["spans"] > 0 and tiers["exact"]["spans"] > 0
@@ -71,8 +93,7 @@ def test_a_run_brings_the_store_under_budget_and_every_span_stays_servable(rt) -
 
 def test_a_tighter_budget_evicts_archived_spans_to_text_and_they_are_re_read(rt) -> None:
     fact = fact_graft(rt)
-    full = inventory(rt.store).footprint
-    TieringPolicy(rt.store, rt.lm, rt.dialect, "default", TierConfig(full // 3), SMALL, archive=rt.archive).run()
+    TieringPolicy(rt.store, rt.lm, rt.dialect, "default", half_the_spans(rt), SMALL, archive=rt.archive).run()
     inv = inventory(rt.store)
     tight = inv.kept_bytes + inv.log_bytes + inv.row_bytes + 2000
     rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", TierConfig(tight, low_water=0.9), SMALL,
@@ -91,10 +112,9 @@ def test_a_tighter_budget_evicts_archived_spans_to_text_and_they_are_re_read(rt)
 
 
 def test_dry_run_says_what_would_move_and_why_and_writes_nothing(rt) -> None:
-    full = inventory(rt.store).footprint
     lsn = rt.store.last_lsn
     rows = sorted((r.kind, r.key, r.payload) for r in rt.store.records())
-    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", TierConfig(full // 3), SMALL,
+    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", half_the_spans(rt), SMALL,
                         archive=rt.archive).run(dry_run=True)
     assert rep.moves and all(m["why"] for m in rep.moves)
     assert {m["action"] for m in rep.moves} >= {"demote"}
@@ -103,12 +123,12 @@ def test_dry_run_says_what_would_move_and_why_and_writes_nothing(rt) -> None:
 
 
 def test_without_enough_text_for_codebooks_cold_spans_go_to_text(rt) -> None:
-    full = inventory(rt.store).footprint
+    cfg = half_the_spans(rt)
     big = PolicyConfig(min_train_tokens=10**6, train_tokens=10**6)
-    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", TierConfig(full // 3), big, archive=rt.archive).run()
+    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", cfg, big, archive=rt.archive).run()
     assert rep.trained is None and rep.to_json()["demote"] == 0 and rep.to_json()["drop"] > 0
     assert any("tokens of stored text" in m["why"] for m in rep.moves)
-    assert rep.after <= full // 3 and servable(rt) == []
+    assert rep.after <= cfg.budget and servable(rt) == []
 
 
 def test_no_budget_means_no_moves(rt) -> None:
