@@ -45,8 +45,7 @@ SCHEMA_VERSION = "2"
 # Routing on big catalogs (Catalog._selective): measured in bench/results/scale.md.
 SELECTIVE_MIN_ROWS = 20_000  # catalogs this small are searched exactly as asked
 SAMPLE_ROWS = 4_096  # newest rows a token's share is estimated on
-COMMON_SHARE = 0.01  # a token in more than this share of the rows is skipped while a rarer one remains
-MAX_POSTINGS = 20_000  # rows scored for a query whose every token is common
+MAX_POSTINGS = 3_000  # rows a query scores at most (about): its commonest tokens are skipped past it
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalog_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rows(
@@ -250,13 +249,14 @@ class Catalog:
 
     def _selective(self, tokens: list[str]) -> tuple[list[str], int | None]:
         """The tokens worth scoring, and a rowid floor (None: every row). BM25 scores every row
-        holding any query token, so one very common token makes a query cost a scan of a large
-        share of the catalog while adding almost nothing to the ranking (its idf is
-        ln((N - n + 0.5) / (n + 0.5)): 4.6 at 1% of the rows, against 9.2 at 0.01%). On a
-        catalog of more than SELECTIVE_MIN_ROWS rows (smaller ones are never changed), a token
-        found in more than COMMON_SHARE of the newest SAMPLE_ROWS rows is skipped when a rarer
-        one remains. Never all of them: if every token is common, the rarest is kept and only
-        the newest rows expected to hold MAX_POSTINGS of it are scored (recent memory first)."""
+        holding any query token, so a query's cost is the rows its tokens are found in, and a
+        common token costs the most while it weighs the least (idf ln((N - n + 0.5) / (n + 0.5)):
+        3.5 at 3% of the rows, against 9.2 at 0.01%). On a catalog of more than
+        SELECTIVE_MIN_ROWS rows (smaller ones are searched exactly as asked), each token's rows
+        are estimated from the newest SAMPLE_ROWS rows; tokens are kept rarest first while
+        their rows add up to at most MAX_POSTINGS, the rarest always. If even the rarest is
+        found in more rows, only the newest rows expected to hold MAX_POSTINGS of it are scored
+        (recent memory first). So a query never costs more than about MAX_POSTINGS rows."""
         if self._window is None:  # (newest id, rows sampled, big enough), until the next write
             top = self.conn.execute("SELECT max(id) FROM rows").fetchone()[0] or 0
             big = top > SELECTIVE_MIN_ROWS and bool(self.conn.execute(
@@ -278,12 +278,17 @@ class Catalog:
                     n = 0  # searched (and reported) as it is
                 self._shares[t] = n / sampled
             share[t] = self._shares[t]
-        kept = [t for t in tokens if share[t] <= COMMON_SHARE]
-        if kept:
-            return kept, None
-        rarest = min(tokens, key=lambda t: share[t])
-        reach = int(MAX_POSTINGS / max(share[rarest], 1e-9))
-        return [rarest], (top - reach if reach < top else None)
+        ranked = sorted(tokens, key=lambda t: share[t])
+        kept, rows = [ranked[0]], share[ranked[0]] * top
+        for t in ranked[1:]:
+            if rows + share[t] * top > MAX_POSTINGS:
+                break
+            kept.append(t)
+            rows += share[t] * top
+        if rows <= MAX_POSTINGS:
+            return [t for t in tokens if t in kept], None  # the query's order
+        reach = int(MAX_POSTINGS / max(share[ranked[0]], 1e-9))
+        return kept, (top - reach if reach < top else None)
 
     def rows(self) -> list[Record]:
         """Every row as the catalog holds it (CRC-checked)."""
