@@ -20,7 +20,7 @@ of the X Bridge, in metres, is"). Per probe and form, beside the memory answer, 
 very sections memory mounted, in the same order, read as text after the sinks, then the same
 question text. Facts: FORMS_TUNE with this file's 5 templates (the ones grm/runtime/lead.py's rules
 were written against) and FORMS_HELD with bench/questions.py's 5 held-out templates (paraphrases,
-nothing changed after seeing them), all in one corpus.
+nothing changed after seeing them), all in one corpus of the first FORMS_ARTICLES articles.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def make_facts(n: int, rng: random.Random) -> list[dict]:
     return facts
 
 
-FORMS_TUNE, FORMS_HELD = 60, 40
+FORMS_TUNE, FORMS_HELD = 30, 20  # 50 facts in the first FORMS_ARTICLES articles: a ceiling read per
+FORMS_ARTICLES = 150  # probe and form costs a 1,500-token prefill, so this part fits ~20 min on 2 shared cores
 
 
 def forms_facts(rng: random.Random) -> list[dict]:
@@ -127,13 +128,63 @@ def read_texts(rt, runs: list[list[int]], question: str, max_new: int, prefix: d
     return with_lead(question_lead(question), text)  # as the pipeline returns it: the lead + what follows
 
 
+def ask_forms(rt, fact: dict, max_new: int) -> dict:
+    """The fact asked plain and primed in `grafts` mode through Runtime.ask (default flags), each
+    beside its ceiling: the sections memory mounted, same order, read as text + the same question."""
+    from grm.runtime.lead import answer_lead
+
+    row = {"answer": fact["answer"], "plain_q": fact["plain"], "primed_q": fact["primed"],
+           "lead": answer_lead(fact["plain"])}
+    prefix: dict = {}
+    for form in ("plain", "primed"):
+        a = rt.ask(fact[form], mode="grafts", max_new_tokens=max_new).to_json()
+        ids = [m["id"] for m in a["mounted"]]
+        runs = [list(rt.grafts.get(g).ids) for g in reversed(ids)]
+        ceiling = read_texts(rt, runs, fact[form], max_new, prefix)
+        row[form] = {"memory": a["answer"], "memory_ok": fact["answer"] in a["answer"],
+                     "abstained": bool(a.get("abstained")), "lossy": bool(a.get("lossy")), "ceiling": ceiling,
+                     "ceiling_ok": fact["answer"] in ceiling, "mounted": len(ids),
+                     "holds_fact": any(fact["statement"] in (rt.grafts.get(g).record.text or "") for g in ids),
+                     "read_as_text": sum(m.get("read") == "text" for m in a["mounted"])}
+    return row
+
+
+def forms_table(probes: list[dict], key: str, groups: tuple[str, ...]) -> tuple[dict, list[str]]:
+    """Totals per group of probes (p[key] == group; "all": every probe) and the markdown: totals,
+    then one row per probe."""
+    totals = {}
+    for group in groups:
+        rows = [p for p in probes if group in ("all", p[key])]
+        totals[group] = {"questions": len(rows), "lead_covered": sum(p["lead"] is not None for p in rows), **{
+            f"{form}_{col}": sum(p[form][col if col in ("abstained", "holds_fact") else f"{col}_ok"] for p in rows)
+            for form in ("plain", "primed") for col in ("memory", "ceiling", "abstained", "holds_fact")}}
+    pct = lambda k, n: f"{k}/{n} ({100 * k / n:.0f}%)"  # noqa: E731
+    out = [f"| {key} | questions | plain: memory | plain: ceiling | primed: memory | primed: ceiling | "
+           "plain - primed (memory) | mounted holds the fact (plain / primed) | abstained (plain / primed) | "
+           "plain questions a lead rule covers |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for group, t in totals.items():
+        n = t["questions"]
+        out.append(f"| {group} | {n} | {pct(t['plain_memory'], n)} | {pct(t['plain_ceiling'], n)} | "
+                   f"{pct(t['primed_memory'], n)} | {pct(t['primed_ceiling'], n)} | "
+                   f"{100 * (t['plain_memory'] - t['primed_memory']) / n:+.0f} points | "
+                   f"{t['plain_holds_fact']} / {t['primed_holds_fact']} | {t['plain_abstained']} / "
+                   f"{t['primed_abstained']} | {t['lead_covered']}/{n} |")
+    out += ["", f"| {key} | plain question | want | plain: memory | plain: ceiling | primed: memory | primed: ceiling |",
+            "|---|---|---|---|---|---|---|"]
+    mark = lambda ok, a: f"{'Y' if ok else 'n'} {a[:36]!r}"  # noqa: E731
+    for p in probes:
+        out.append(f"| {p[key]} | {p['plain_q']} | {p['answer']} | " + " | ".join(
+            mark(p[form][f"{col}_ok"], p[form][col]) for form in ("plain", "primed") for col in ("memory", "ceiling"))
+            + " |")
+    return totals, out
+
+
 def main_forms(args: argparse.Namespace, threads: int) -> int:
     from grm.runtime import Runtime
-    from grm.runtime.lead import answer_lead
 
     max_new = 12
     facts = forms_facts(random.Random(SEED + 7))
-    corpus, _ = build_corpus(facts)
+    corpus, _ = build_corpus(facts, articles=FORMS_ARTICLES)
     work = Path(tempfile.mkdtemp(prefix="grm-bench-recall-forms-"))
     (work / "corpus.txt").write_text(corpus, encoding="utf-8")
     probes = []
@@ -142,58 +193,18 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
         ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0]
         ingest_s = time.perf_counter() - t0
         for qi, fact in enumerate(facts):
-            row = {"split": fact["split"], "answer": fact["answer"], "plain_q": fact["plain"],
-                   "primed_q": fact["primed"]}
-            row["lead"] = answer_lead(fact["plain"])
-            prefix: dict = {}
-            for form in ("plain", "primed"):
-                a = rt.ask(fact[form], mode="grafts", max_new_tokens=max_new).to_json()
-                ids = [m["id"] for m in a["mounted"]]
-                runs = [list(rt.grafts.get(g).ids) for g in reversed(ids)]
-                ceiling = read_texts(rt, runs, fact[form], max_new, prefix)
-                row[form] = {"memory": a["answer"], "memory_ok": fact["answer"] in a["answer"],
-                             "abstained": bool(a.get("abstained")), "ceiling": ceiling,
-                             "ceiling_ok": fact["answer"] in ceiling, "mounted": len(ids),
-                             "holds_fact": any(fact["statement"] in (rt.grafts.get(g).record.text or "") for g in ids),
-                             "read_as_text": sum(m.get("read") == "text" for m in a["mounted"])}
+            row = {"split": fact["split"], **ask_forms(rt, fact, max_new)}
             probes.append(row)
             print(f"[{qi + 1}/{len(facts)}] {fact['answer']} plain={row['plain']['memory'][:30]!r} "
                   f"primed={row['primed']['memory'][:30]!r} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    totals = {}
-    for split in ("tune", "held-out", "all"):
-        rows = [p for p in probes if split in ("all", p["split"])]
-        totals[split] = {"questions": len(rows), **{
-            f"{form}_{col}": sum(p[form][f"{col}_ok"] for p in rows) for form in ("plain", "primed")
-            for col in ("memory", "ceiling")},
-            "plain_abstained": sum(p["plain"]["abstained"] for p in rows),
-            "primed_abstained": sum(p["primed"]["abstained"] for p in rows),
-            "plain_holds_fact": sum(p["plain"]["holds_fact"] for p in rows),
-            "primed_holds_fact": sum(p["primed"]["holds_fact"] for p in rows),
-            "lead_covered": sum(p["lead"] is not None for p in rows)}
+    totals, lines = forms_table(probes, "split", ("tune", "held-out", "all"))
     table = [f"{args.model or 'smollm2-135m'}, fp32, greedy, {max_new} new tokens; {len(facts)} invented facts "
              f"({FORMS_TUNE} on recall.py's templates = the lead rules' tune set, {FORMS_HELD} on questions.py's "
-             f"held-out templates) at depths 1%-99% of the Lee news corpus ({ingest.blocks} sections, ingest "
+             f"held-out templates) at depths 1%-99% of the first {FORMS_ARTICLES} Lee news articles "
+             f"({ingest.blocks} sections, ingest "
              f"{ingest_s:.0f} s); `grafts` mode through Runtime.ask with default flags. Memory = the answer; "
              "ceiling = the sections memory mounted, same order, read as text + the same question. A probe counts "
-             "if the 4-digit answer appears. See bench/recall.py (`--forms`).", "",
-             "| facts | questions | plain: memory | plain: ceiling | primed: memory | primed: ceiling | "
-             "plain - primed (memory) | mounted holds the fact (plain / primed) | abstained (plain / primed) | "
-             "plain questions a lead rule covers |", "|---|---|---|---|---|---|---|---|---|---|"]
-    pct = lambda k, n: f"{k}/{n} ({100 * k / n:.0f}%)"  # noqa: E731
-    for split, t in totals.items():
-        n = t["questions"]
-        table.append(f"| {split} | {n} | {pct(t['plain_memory'], n)} | {pct(t['plain_ceiling'], n)} | "
-                     f"{pct(t['primed_memory'], n)} | {pct(t['primed_ceiling'], n)} | "
-                     f"{100 * (t['plain_memory'] - t['primed_memory']) / n:+.0f} points | "
-                     f"{t['plain_holds_fact']} / {t['primed_holds_fact']} | {t['plain_abstained']} / "
-                     f"{t['primed_abstained']} | {t['lead_covered']}/{n} |")
-    table += ["", "| split | plain question | want | plain: memory | plain: ceiling | primed: memory | primed: ceiling |",
-              "|---|---|---|---|---|---|---|"]
-    mark = lambda f: f"{'Y' if f[0] else 'n'} {f[1][:36]!r}"  # noqa: E731
-    for p in probes:
-        table.append(f"| {p['split']} | {p['plain_q']} | {p['answer']} | "
-                     + " | ".join(mark((p[form][f'{col}_ok'], p[form][col])) for form in ("plain", "primed")
-                                  for col in ("memory", "ceiling")) + " |")
+             "if the 4-digit answer appears. See bench/recall.py (`--forms`).", "", *lines]
     cmd = f"python bench/recall.py --forms --threads {threads}" + (f" --model {args.model}" if args.model else "")
     write_results("recall-forms" + (f"-{args.model}" if args.model else ""),
                   {"model": args.model or "smollm2-135m", "threads": threads, "sections": ingest.blocks,
