@@ -21,6 +21,12 @@ tests/archive/test_tier.py::test_a_mount_is_exactly_what_the_benchmarked_quantiz
 with keys left exact, or values left exact.
 Scoring: the fact's number appears in the answer. Bytes and the share of tokens kept apart:
 `grm archive stats` of each copy.
+
+`--forms` (issue 13 items 1 and 8): the first fact set asked plain (the question a user types) and
+primed (+ "\nAnswer: <hand-written lead>") through Runtime.ask in `grafts` mode with the runtime's
+default flags, on the exact store and on a copy archived the default way (digits +-4 tokens kept
+int8, --drop-exact), each answer beside its ceiling: the sections mounted, same order, read as text
++ the same question (bench/recall.py `ask_forms`).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import news_corpus, run_cli, write_results  # noqa: E402
-from recall import SECTION_TOKENS, SEED, build_corpus, make_facts  # noqa: E402
+from recall import SECTION_TOKENS, SEED, ask_forms, build_corpus, forms_table, make_facts  # noqa: E402
 
 CORPUS_ARTICLES = 150  # facts go into articles [0, 150); codebooks train on [150, 300)
 # Archived copies: (label, exact tail per section, salient rule, context tokens, salient storage).
@@ -90,12 +96,62 @@ def _ask_all(rt, facts: list[dict], max_new: int) -> list[dict]:
     return out
 
 
+def main_forms(args: argparse.Namespace, threads: int) -> int:
+    from grm.archive.codebook_store import save_codebooks
+    from grm.archive.tier import ArchiveConfig
+    from grm.archive.train import TrainConfig, train_codebooks
+    from grm.runtime import Runtime
+
+    quick = args.quick
+    n_facts, articles, max_new = (6, 20, 12) if quick else (40, CORPUS_ARTICLES, 12)
+    facts = [dict(f, plain=f["question"].split("\nAnswer: ")[0], primed=f["question"])
+             for f in make_facts(n_facts, random.Random(SEED))]
+    train_text = "\n\n".join(news_corpus()[articles: articles + (20 if quick else 150)])
+    work = Path(tempfile.mkdtemp(prefix="grm-bench-archive-forms-"))
+    corpus, _ = build_corpus(facts, articles=articles)
+    (work / "corpus.txt").write_text(corpus, encoding="utf-8")
+    t0 = time.perf_counter()
+    log = lambda m: print(f"[archive-forms {time.perf_counter() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
+    probes = []
+    with Runtime.open(store=work / "store", model=args.model, threads=threads) as rt:
+        sections = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0].blocks
+        books = train_codebooks(rt.lm, rt.dialect, train_text, TrainConfig(k=8 if quick else None, iters=3 if quick else 15))
+        save_codebooks(rt.store, books)
+        log(f"ingested {sections} sections, trained codebooks on {books.train['tokens']} tokens")
+        probes += [{"method": "exact", **ask_forms(rt, fact, max_new)} for fact in facts]
+    log("exact asked")
+    shutil.copytree(work / "store", work / "archived")
+    with Runtime.open(store=work / "archived", model=args.model, threads=threads) as rt:
+        rt.archive.demote(rt.config.tenant, books, config=ArchiveConfig(
+            recent=0, keep_salient="digits", salient_context=4, salient_storage="int8", drop_exact=True))
+    with Runtime.open(store=work / "archived", model=args.model, threads=threads) as rt:  # nothing resident
+        probes += [{"method": "archived", **ask_forms(rt, fact, max_new)} for fact in facts]
+    log("archived asked")
+    totals, lines = forms_table(probes, "method", ("exact", "archived"))
+    table = [f"{args.model or 'smollm2-135m'}, fp32, greedy; {n_facts} invented facts (recall.py's templates, the "
+             f"lead rules' tune set) in the first {articles} news articles ({sections} sections); `grafts` mode "
+             "through Runtime.ask with default flags. exact: the stored K/V; archived: a copy with every section "
+             "demoted the default way (digits +-4 tokens kept int8, --drop-exact), asked from a fresh runtime. "
+             "Ceiling = the sections mounted, same order, read as text + the same question (the original text, "
+             "so the archived rows' ceiling measures what the archive loses)."
+             + (" QUICK RUN (smoke test, not the result)." if quick else ""), "", *lines]
+    cmd = f"python bench/archive_recall.py --forms --threads {threads}" + (f" --model {args.model}" if args.model else "")
+    write_results("archive_recall-forms", {"model": args.model or "smollm2-135m", "facts": n_facts, "sections": sections,
+                                           "totals": totals, "probes": probes, "seconds": time.perf_counter() - t0},
+                  table, cmd, quick)
+    print("\n".join(table[:7]))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     from grm.archive.codebook_store import save_codebooks
     from grm.archive.tier import ArchiveConfig, tier_stats
     from grm.archive.train import TrainConfig, train_codebooks
     from grm.runtime import Runtime
 
+    if args.forms:
+        return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
     threads = args.threads or 2
     n_facts = 8 if quick else 40
@@ -219,5 +275,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--forms", action="store_true", help="plain vs primed questions, memory vs ceiling")
+
+
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, _flags)
