@@ -150,7 +150,7 @@ def main(args: argparse.Namespace) -> int:
     from grm.archive.train import TrainConfig, train_codebooks
     from grm.runtime import Runtime
 
-    if args.forms:
+    if getattr(args, "forms", False):  # `grm bench NAME` passes only the common flags
         return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
     threads = args.threads or 2

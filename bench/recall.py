@@ -274,7 +274,7 @@ def long_sections(args: argparse.Namespace, threads: int, facts: list[dict], cor
 def main(args: argparse.Namespace) -> int:
     from grm.runtime import Runtime
 
-    if args.forms:
+    if getattr(args, "forms", False):  # `grm bench NAME` passes only the common flags
         return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
     n_facts = 12 if quick else 100
