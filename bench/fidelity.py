@@ -10,7 +10,9 @@ the question (memory off, nothing mounted).
   the questions are plain "What is my bank?" forms). Pass: the answer holds the new value and
   not the old one. Also counted: whether the policy plane superseded the fact (extraction).
   TUNE: the phrasings the update rules (grm/policy/updates.py) were written against;
-  HELD-OUT: phrasings written afterwards and not used to change the rules.
+  HELD-OUT: phrasings written afterwards and not used to change the rules; FRESH: new subjects
+  and phrasings written before the session-6 generic reader, never used to change code (its
+  baseline, 0/14, was seen); FRESH-2: written after that code froze, before any run (blind).
 - corrections: 10 `correct memory: X => Y` phrasings. Each fact is said, asked once (the answer,
   holding the old value, becomes a turn in memory: the issue's case), corrected, then asked again
   after small talk. Counted: stale values served (the old value in the answer; target 0).
@@ -372,8 +374,15 @@ def _table(res: dict) -> list[str]:
     for u in res["updates"]:
         out.append(f"| {u['split']} | {_pct(u['latest'], u['n'])} | {_pct(u['in_context_latest'], u['n'])} | "
                    f"{_pct(u['superseded'], u['n'])} | {u['stale']} |")
-    out += ["", "TUNE: the phrasings grm/policy/updates.py was written against; HELD-OUT: written after, not used "
-            "to change the rules.", "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
+    out += ["", "What was tuned on what: TUNE: the phrasings grm/policy/updates.py's patterns were written against "
+            "(session 5). HELD-OUT: written after them, not used to change the rules. Session 6 (the cue reader, "
+            "canonical statements, restating the superseded fact's sentence) was written from general update forms "
+            "and its own unit-test sentences; answer-side choices (fact rendering, chat lead, ordering, excluding the "
+            "update turn) were compared on TUNE and HELD-OUT answers, and each kept choice is also the best or tied on "
+            "TUNE alone. FRESH: new subjects and phrasings written before any session-6 change and run once at "
+            "baseline (0/14 latest, 2/14 superseded) before the cue reader was written; never used to change code. "
+            "FRESH-2: written after the code froze, before any run: the blind split.",
+            "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in res["updates"]:
         for r in u["rows"]:
             out.append(f"| {u['split']} | {r['update']} | {r['question']} | {'ok' if r['latest'] else 'NO'} "
