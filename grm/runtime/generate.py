@@ -47,8 +47,8 @@ def greedy(
     on_token: Callable[[str], bool | None] | None = None,
 ) -> tuple[str, list[int], float]:
     """Generate from `logits` (the prompt's last position). Returns (text, ids, ttft_s). Stops at
-    an end-of-turn token, any string of `stops`, and (`blank_line_ends`) a blank line after some
-    text. `on_token(delta)` gets the answer's new text as it grows (held back while it could still
+    an end-of-turn token once some text is out (not before: an answer is never empty), any string
+    of `stops`, and (`blank_line_ends`) a blank line after some text. `on_token(delta)` gets the answer's new text as it grows (held back while it could still
     be the start of a stop string); returning False cancels generation (a client gone)."""
     ids: list[int] = []
     ttft = 0.0
@@ -61,6 +61,8 @@ def greedy(
 
     for i in range(max_new):
         token = int(torch.argmax(logits))
+        if token in tok.eos_ids and not tok.decode(ids).strip():
+            token = _best_but_end(logits, tok.eos_ids)  # an answer is not empty while the model has a word
         if i == 0:
             ttft = time.perf_counter() - t0
         if token in tok.eos_ids:
@@ -86,6 +88,14 @@ def greedy(
     if on_token is not None and not cancelled and len(final) > sent:
         on_token(final[sent:])
     return final, ids, ttft
+
+
+def _best_but_end(logits: torch.Tensor, eos_ids) -> int:
+    """The likeliest token that does not end the text (as `min_new_tokens` does): a model that
+    would end before saying anything gives its best word instead of an empty answer."""
+    masked = logits.flatten().clone()
+    masked[[i for i in eos_ids if 0 <= i < masked.numel()]] = float("-inf")
+    return int(torch.argmax(masked))
 
 
 def _held_back(text: str, ends: tuple[str, ...]) -> int:

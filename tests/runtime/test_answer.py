@@ -11,11 +11,13 @@ Expectations:
    with a document (chain) and questions over the corpus (sections).
 5. A fallback to no memory is named in `fallback`; a tenant with no memory is refused.
 6. `for_tenant` shares the model and store and sees only its tenant.
+7. An answer is never empty while the model has a word to say (end-of-text before any text is skipped).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -183,3 +185,21 @@ def test_a_remembered_exchange_is_an_evidence_graft_later_requests_route_to(make
     assert routed and all("drawer number 6" in r.graft.text for r in routed)  # the turn or its fact
     facts = rt.policy_glue().policy.facts()
     assert any(e.id == "req-1#1" for f in facts for e in f.evidence)  # the user's words became a fact
+
+
+def test_an_answer_is_never_empty_while_the_model_has_a_word(make_runtime):
+    """greedy: an end-of-text token before any text is replaced by the likeliest other token (as
+    min_new_tokens does); after some text it ends the answer."""
+    from grm.runtime.generate import greedy
+
+    rt = make_runtime()
+    tok = rt.lm.tokenizer
+    eos = min(tok.eos_ids)
+    word = tok.encode(" harbor")[0]
+    logits = torch.full((rt.lm.model.config.vocab_size,), -10.0)
+    logits[eos], logits[word] = 5.0, 3.0
+    text, ids, _ = greedy(rt.lm.model, tok, new_cache(), logits, 0, 1, time.perf_counter())
+    assert ids == [word] and text == tok.decode([word]).strip()
+    logits[word] = -10.0  # nothing but the end left: still never the end before a word
+    _, ids, _ = greedy(rt.lm.model, tok, new_cache(), logits, 0, 1, time.perf_counter())
+    assert ids and ids[0] not in tok.eos_ids
