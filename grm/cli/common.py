@@ -90,7 +90,8 @@ def share(text: str) -> float:
 
 
 def add_mount_flags(p: argparse.ArgumentParser) -> None:
-    """How routed grafts are placed beside each other: the flags `ask`, `chat` and `serve` share."""
+    """How routed grafts are placed beside each other and a question is read after them: the
+    flags `ask`, `chat` and `serve` share."""
     p.add_argument("--repair", type=int, default=0, metavar="N",
                    help="recompute the first N tokens of each mounted graft in context (default 0)")
     p.add_argument("--blend", type=share, default=0.0, metavar="SHARE",
@@ -99,11 +100,14 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reread", default="auto", choices=Choices("grm.runtime.config", "REREAD"), metavar="WHEN",
                    help="%(choices)s: read a graft's text instead of mounting its K/V where that costs no more "
                         "(auto, default: costs measured once per model and machine), never, or always")
+    p.add_argument("--lead", default="rules", choices=Choices("grm.runtime.config", "LEADS"), metavar="HOW",
+                   help="%(choices)s: begin a plain question's answer from its words by rules (default), by "
+                        "the rules then the model where no rule applies, or not at all")
 
 
 def mount_options(args: argparse.Namespace) -> dict[str, object]:
     """The RuntimeConfig fields `add_mount_flags` sets."""
-    return {"repair": args.repair, "blend": args.blend, "reread": args.reread}
+    return {"repair": args.repair, "blend": args.blend, "reread": args.reread, "lead": args.lead}
 
 
 MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(default)s)"

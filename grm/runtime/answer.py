@@ -61,15 +61,24 @@ def question_text(question: str, lead: bool = True) -> str:
     q = question.strip()
     if "\nAnswer:" in q:
         return f"\n\nQuestion: {q}"
-    start = question_lead(q) if lead else None
+    start = answer_lead(q) if lead else None
     return QUESTION_TEMPLATE.format(q=q) + (f" {start}" if start else "")
 
 
-def question_lead(question: str) -> str | None:
-    """The answer's start `question_text` reads after the question (None: none). The answer
-    returned begins with it, so "What is my locker code?" answers "Your locker code is 4721."."""
+def question_read(ctx: Context, question: str) -> tuple[list[int], str | None]:
+    """The tokens read after memory for `question` and the lead they end with (None: none):
+    RuntimeConfig.lead "rules" (default) as `question_text`; "model" also asks the model for a
+    question no rule covers (grm/runtime/model_lead.py); "off" reads the question plain. The
+    answer returned begins with the lead, so "What is my locker code?" answers "Your locker code
+    is 4721."."""
     q = question.strip()
-    return None if "\nAnswer:" in q else answer_lead(q)
+    choice = ctx.config.lead
+    if "\nAnswer:" in q or choice == "off":
+        return ctx.lm.tokenizer.encode(question_text(q, lead=False)), None
+    lead = answer_lead(q)
+    if lead is None and choice == "model":
+        lead = ctx.model_lead(q)
+    return ctx.lm.tokenizer.encode(QUESTION_TEMPLATE.format(q=q) + (f" {lead}" if lead else "")), lead
 
 
 def with_lead(lead: str | None, text: str) -> str:
@@ -92,6 +101,7 @@ class Context:
     config: RuntimeConfig
     policy: Callable[[], "PolicyGlue"]  # the tenant's one policy glue (built on first use)
     costs: Callable[[], Costs]  # mount vs re-read costs on this machine (measured on first use)
+    model_lead: Callable[[str], str | None]  # a question's answer lead written by the model
 
     def check_window(self, n: int, max_new: int) -> None:
         if n + max_new > self.dialect.max_positions:
@@ -130,7 +140,7 @@ class Ready:
     blocks_to_store: list[tuple[str, int, str, list[int]]] = field(default_factory=list)
     prefix: Prefix | None = None  # exact mode: what memory served of the prompt
     abstained: bool = False  # nothing routed holds anything on the question: say so, generate nothing
-    lead: str | None = None  # the answer's start read after the question (question_lead): returned with it
+    lead: str | None = None  # the answer's start read after the question (question_read): returned with it
 
 
 # ----- 1-4: route, plan, load, arena, per mode --------------------------------------------------
@@ -257,7 +267,7 @@ def plan_sections(ctx: Context, question: str, mode: str, max_new: int) -> Ready
     if abstains(ctx, question, [h.record.text or "" for h in hits]):
         return Ready(Arena(new_cache(), 0), [], mode, [block_mount(h.record, score=h.score) for h in hits],
                      abstained=True)
-    q_ids = ctx.lm.tokenizer.encode(question_text(question))
+    q_ids, lead = question_read(ctx, question)
     sinks = ctx.exact.sinks()
     mounts = []
     for hit in reversed(hits):  # least relevant first: the best one ends next to the question
@@ -269,7 +279,7 @@ def plan_sections(ctx: Context, question: str, mode: str, max_new: int) -> Ready
     ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
     arena = build(ctx.lm.model, ctx.dialect, sinks, mounts)
     mounted = [block_mount(h.record, score=h.score) for h in hits]
-    return Ready(arena, [q_ids], mode, mounted, lead=question_lead(question))
+    return Ready(arena, [q_ids], mode, mounted, lead=lead)
 
 
 def mount_routed(ctx: Context, routed: list[Routed], live: list[str] = ()) -> list[Mount]:
@@ -301,13 +311,13 @@ def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
     if not routed:
         return None
     mounts = mount_routed(ctx, routed)
-    q_ids = ctx.lm.tokenizer.encode(question_text(question))
+    q_ids, lead = question_read(ctx, question)
     sinks = ctx.exact.sinks()
     ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
     mounted = [graft_mount(r) for r in routed]
     arena = mount(ctx, sinks, mounts, mounted)
     lossy = len(routed) > 1 or any(r.graft.id in ctx.grafts.lossy_ids for r in routed)
-    return Ready(arena, [q_ids], "grafts", mounted, lossy=lossy, routed=routed, lead=question_lead(question))
+    return Ready(arena, [q_ids], "grafts", mounted, lossy=lossy, routed=routed, lead=lead)
 
 
 def mount(ctx: Context, base: KV, mounts: list[Mount], mounted: list[dict]) -> Arena:
@@ -368,11 +378,11 @@ def plan_none(ctx: Context, question: str, max_new: int, stored_text: Callable[[
     """No memory: the last tokens of the stored text that fit the window, then the question."""
     tok = ctx.lm.tokenizer
     sinks = list(tok.sink_ids)
-    q_ids = tok.encode(question_text(question))
+    q_ids, lead = question_read(ctx, question)
     room = ctx.dialect.max_positions - len(sinks) - len(q_ids) - max_new
     ctx.check_window(len(sinks) + len(q_ids), max_new)
     tail = tok.encode(stored_text())[-room:] if room > 0 else []
-    return Ready(Arena(new_cache(), 0), [sinks + tail + q_ids], "none", lead=question_lead(question))
+    return Ready(Arena(new_cache(), 0), [sinks + tail + q_ids], "none", lead=lead)
 
 
 # ----- 5-7: prefill, generate, harvest ----------------------------------------------------------

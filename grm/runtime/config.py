@@ -16,7 +16,8 @@ from grm.store.opener import is_redis
 from grm.store.tenant import check_tenant
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
-REREAD = ("auto", "never", "always")  # mount or re-read a routed graft (grm/grafts/reread.py)
+REREAD = ("auto", "never", "always")
+LEADS = ("rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)  # mount or re-read a routed graft (grm/grafts/reread.py)
 LAYOUTS = ("both", "chain", "sections")  # both: chain blocks and sections, sharing the first block
 DURABILITY = DURABILITY_MODES  # defined by the store plane
 
@@ -62,6 +63,9 @@ class RuntimeConfig:
     # per graft: "auto" re-reads its text where that costs no more than mounting its K/V (costs
     # measured once per model and machine, composition risk counted); "never" mounts; "always" reads
     reread: str = "auto"
+    # the answer begun from the question's words: "rules" (wh-question rules), "model" (the rules,
+    # then the model for a question they do not cover), "off" (the question read plain)
+    lead: str = "rules"
     channel: str = "combined"  # graft routing channel: combined | lexical | dense
     # abstention (grm/grafts/floor.py): a question routed memory holds nothing on is answered with
     # `abstain_line` ("abstained": true), not generated; 0 turns it off
@@ -105,6 +109,8 @@ class RuntimeConfig:
             raise UserInputError("--blend must be a share of tokens in [0, 1] (0: off)")
         if self.reread not in REREAD:
             raise UserInputError(f"bad reread choice {self.reread!r}: one of {', '.join(REREAD)}")
+        if self.lead not in LEADS:
+            raise UserInputError(f"bad lead choice {self.lead!r}: one of {', '.join(LEADS)}")
         if self.channel not in CHANNELS:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
         if not 0 <= self.abstain_floor <= 1 or not self.abstain_line.strip():

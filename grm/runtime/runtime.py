@@ -36,6 +36,7 @@ from grm.runtime.chat import ChatSession
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig
 from grm.runtime.files import Document, collect
 from grm.runtime.generate import Answer
+from grm.runtime.model_lead import ModelLead
 from grm.runtime.policy_glue import PolicyGlue
 from grm.sections import SectionConfig, SectionMemory
 from grm.store.backend import StoreBackend
@@ -61,8 +62,9 @@ class Runtime:
                                    device=lm.model.device)
         self._glue: PolicyGlue | None = None  # the tenant's one policy plane (built on first use)
         self._costs: Costs | None = None  # mount vs re-read costs (measured on first use)
+        self._leads = ModelLead(lm)  # answer leads the model writes (lead="model"; K/V built on first use)
         self.ctx = Context(lm, dialect, self.exact, self.sections, self.grafts, self.residency, config,
-                           self.policy_glue, self.mount_costs)
+                           self.policy_glue, self.mount_costs, self._leads.lead)
 
     @classmethod
     def open(cls, config: RuntimeConfig | str | Path | None = None, **shortcuts: object) -> "Runtime":

@@ -1,4 +1,4 @@
-"""`--repair`, `--blend` and `--reread` (grm/cli/common.add_mount_flags): one set of flags for
+"""`--repair`, `--blend`, `--reread` and `--lead` (grm/cli/common.add_mount_flags): one set of flags for
 ask, chat and serve, passed through to RuntimeConfig; a bad value is an error line naming the flag and exit 2."""
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from grm.cli.common import mount_options
 
 @pytest.mark.parametrize("command", [["ask", "q"], ["chat"], ["serve", "--no-auth"]])
 def test_every_command_that_mounts_takes_the_same_flags(command):
-    args = build_parser().parse_args([*command, "--blend", "0.2", "--reread", "never", "--repair", "3"])
-    assert mount_options(args) == {"repair": 3, "blend": 0.2, "reread": "never"}
+    args = build_parser().parse_args([*command, "--blend", "0.2", "--reread", "never", "--repair", "3",
+                                      "--lead", "model"])
+    assert mount_options(args) == {"repair": 3, "blend": 0.2, "reread": "never", "lead": "model"}
     defaults = build_parser().parse_args(command)
-    assert mount_options(defaults) == {"repair": 0, "blend": 0.0, "reread": "auto"}
+    assert mount_options(defaults) == {"repair": 0, "blend": 0.0, "reread": "auto", "lead": "rules"}
 
 
-@pytest.mark.parametrize("flags", [["--blend", "1.5"], ["--blend", "x"], ["--reread", "sometimes"]])
+@pytest.mark.parametrize("flags", [["--blend", "1.5"], ["--blend", "x"], ["--reread", "sometimes"],
+                                   ["--lead", "guess"]])
 def test_bad_mount_flags_are_refused_in_one_line(grm, tmp_path, flags):
     code, out, err = grm("ask", "--store", tmp_path / "s", "q", *flags)
     last = err.strip().splitlines()[-1]  # argparse's usage, then the one error line

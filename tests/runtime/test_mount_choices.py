@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from grm.grafts.reread import RISK
-from grm.runtime.answer import question_lead
+from grm.runtime.lead import answer_lead
+from grm.runtime.model_lead import restated
 
 from tests.conftest import lorem
 
@@ -78,11 +81,40 @@ def test_the_answer_begins_with_its_lead_streamed_too(make_runtime, tmp_path):
     rt = make_runtime(section_tokens=64)
     ingest(rt, tmp_path)
     q = "What is the vault code of Quintar?"
-    lead = question_lead(q)
+    lead = answer_lead(q)
     assert lead == "The vault code of Quintar is"
     streamed: list[str] = []
     a = rt.ask(q, mode="grafts", max_new_tokens=3, on_token=streamed.append)
     assert a.answer.startswith(lead + " ") or a.answer.startswith(lead) and a.answer[len(lead)] in ",.;:!?'"
     assert "".join(streamed) == a.answer
     plain = rt.ask("Quintar vault code, please", mode="grafts", max_new_tokens=3)
-    assert question_lead("Quintar vault code, please") is None and not plain.answer.startswith(lead)
+    assert answer_lead("Quintar vault code, please") is None and not plain.answer.startswith(lead)
+
+
+def test_lead_off_reads_the_question_plain_and_model_asks_the_model_only_where_no_rule_applies(make_runtime,
+                                                                                                tmp_path):
+    off = make_runtime(section_tokens=64, lead="off")
+    ingest(off, tmp_path)
+    q = "What is the vault code of Quintar?"
+    assert not off.ask(q, mode="grafts", max_new_tokens=3).answer.startswith("The vault code of Quintar is")
+    off.close()
+    model = make_runtime(section_tokens=64, lead="model", store=tmp_path / "store")
+    asked: list[str] = []
+    model.ctx.model_lead = lambda question: asked.append(question) or "The code that opens the Quintar vault is"
+    covered = model.ask(q, mode="grafts", max_new_tokens=3)
+    assert asked == [] and covered.answer.startswith("The vault code of Quintar is")
+    uncovered = model.ask("Which code opens the Quintar vault?", mode="grafts", max_new_tokens=3)
+    assert asked == ["Which code opens the Quintar vault?"]
+    assert uncovered.answer.startswith("The code that opens the Quintar vault is")
+
+
+@pytest.mark.parametrize("written, question, lead", [
+    ("The Tarrozel observatory opened in 2018", "In what year did the Tarrozel observatory open?",
+     "The Tarrozel observatory opened in"),  # the model starts answering: cut before the answer
+    ("The bridge was opened in 1999.", "When was the bridge opened?", "The bridge was opened in"),
+    ("The treaty signed in which city was", "In which city was the treaty signed?", None),  # a wh-word stays
+    ("Paris.", "In which city was the treaty signed?", None),  # no restatement at all
+    ("The dog that won the show is", "Whose dog won the show?", "The dog that won the show is"),
+])
+def test_a_model_lead_is_kept_only_as_far_as_it_restates_the_question(written, question, lead):
+    assert restated(written, question) == lead
