@@ -256,7 +256,8 @@ NOTES = """
 - **Not bounded yet**: recovery parses every live log frame into memory (`grm.store.log.
   read_segment`) before replaying: the filling process peaked at 2.35 GB opening the 10^6 store
   that has no checkpoint (the whole log live); with the default cadence the live log is at most
-  a quarter of the rows (open as left at 10^6: 3.5 s). `records(tenant, kind)` still returns
+  a quarter of the rows (open as left at 10^6: 3.5 s; checked apart: 128,000 live frames over
+  the 10^6 store opened in 5.0 s at a peak RSS of 311 MB, store imports only). `records(tenant, kind)` still returns
   every matching row (O(matches) per call), and gc's scans are O(rows).
 - **Write rate** is bounded by fsyncs (durability normal: the log once per transaction, each
   payload file and its folder before the log record naming it).
