@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -211,6 +212,7 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
                    "ingest_s": ingest_s, "totals": totals, "probes": probes, "seconds": time.perf_counter() - t0},
                   table, cmd)
     print("\n".join(table[:8]))
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
