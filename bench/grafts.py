@@ -357,6 +357,18 @@ def paging(model, threads, tmp: Path, docs: list[dict], ceiling: list[bool]) -> 
             "rows": rows}
 
 
+def _turn50_table(t50: list[dict]) -> list[str]:
+    out = ["## Turn-50 memory chat (--clear-context)", "",
+           "| channel | recalled | needle turn in context (ceiling) | needed graft mounted | median turn |",
+           "|---|---|---|---|---|"]
+    out += [f"| {t['channel']} | {t['recalled']}/8 | {t['ceiling']}/8 | {t['needle_mounted']}/8 | "
+            f"{t['median_turn_s']:.2f} s |" for t in t50]
+    return out + ["", "| channel | probe | answer | ceiling | needed graft mounted |", "|---|---|---|---|---|"] + [
+        f"| {t['channel']} | {p['question']} | {'Y' if p['recalled'] else 'n'} {p['answer'][:40]!r} | "
+        f"{'Y' if p['ceiling_recalled'] else 'n'} {p['ceiling'][:40]!r} | {'Y' if p['needle_mounted'] else 'n'} |"
+        for t in t50 for p in t["probes"]]
+
+
 def _table(res: dict) -> list[str]:
     p, comp, flat, pg = res["parity"], res["composition"], res["flat_memory"], res["paging"]
     out = ["SmolLM2-135M fp32, greedy. See bench/grafts.py for the method of each part.", "",
@@ -372,12 +384,7 @@ def _table(res: dict) -> list[str]:
            "The second row is not a re-seat error: the reference text sits d seats further from the sinks than "
            "when the graft was read, so its own keys AND values differ (the model is sensitive to its distance "
            "from the sinks); no rotation of keys can reproduce that.", "",
-           "## Turn-50 memory chat (--clear-context)", "",
-           "| channel | recalled | needle turn in context (ceiling) | needed graft mounted | median turn |",
-           "|---|---|---|---|---|"]
-    for t in res["turn50"]:
-        out.append(f"| {t['channel']} | {t['recalled']}/8 | {t['ceiling']}/8 | {t['needle_mounted']}/8 | "
-                   f"{t['median_turn_s']:.2f} s |")
+           *_turn50_table(res["turn50"])]
     out += ["", "## Composition (4 articles, one invented fact each, all mounted)", "",
             "| arrangement | recalled |", "|---|---|"]
     for name, r in comp["arrangements"].items():
@@ -407,6 +414,13 @@ def main(args: argparse.Namespace) -> int:
 
     threads = args.threads or 2
     torch.set_num_threads(threads)
+    if getattr(args, "turn50_only", False):  # just the turn-50 chat, combined channel (`grm bench` has no flag)
+        with tempfile.TemporaryDirectory() as d:
+            t50 = [turn50(args.model, threads, Path(d), "combined")]
+        write_results("grafts-turn50", {"turn50": t50}, [f"{args.model or 'smollm2-135m'} fp32, greedy; bench/grafts.py's turn-50 part "
+                      "alone, combined channel.", "", *_turn50_table(t50)],
+                      f"python bench/grafts.py --turn50-only --threads {threads}")
+        return 0
     rng = random.Random(SEED)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
@@ -432,5 +446,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--turn50-only", action="store_true", help="run only the turn-50 chat (combined channel)")
+
+
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, _flags)
