@@ -30,7 +30,7 @@ from recall import SYLLABLES  # noqa: E402
 SEED = 20261201
 PER_TEMPLATE = 4
 MODELS = ("smollm2-135m", "gemma3-270m")
-FORMS = ("plain", "primed", "derived")
+FORMS = ("plain", "primed", "derived", "model")  # model: the rules' lead, else the model's (grm/runtime/model_lead.py)
 # statement, (repeat question, its lead), (paraphrase question, its lead)
 TEMPLATES = {
     "tune": [
@@ -74,6 +74,28 @@ TEMPLATES = {
          ("How many runners completed the {n} marathon this year?",
           "The number of runners who completed the {n} marathon this year was")),
     ],
+    # FRESH: written on 2026-12-01 04:27 UTC, after grm/runtime/model_lead.py's examples and before any
+    # run on it; the model lead's examples were written after seeing the held-out questions' forms
+    # ("Which ...", "In what year ...", "How large ..."), so only this split is blind to them.
+    "fresh": [
+        ("The {n} museum has {x} paintings on display.",
+         ("How many paintings does the {n} museum have on display?", "The {n} museum has"),
+         ("What is the number of paintings shown at the {n} museum?",
+          "The number of paintings shown at the {n} museum is")),
+        ("The {n} tunnel is {x} metres deep.",
+         ("How deep is the {n} tunnel?", "The {n} tunnel is"),
+         ("To what depth, in metres, does the {n} tunnel reach?", "The {n} tunnel reaches a depth, in metres, of")),
+        ("The {n} express leaves from platform {x}.",
+         ("From which platform does the {n} express leave?", "The {n} express leaves from platform"),
+         ("Where should I board the {n} express?", "You should board the {n} express at platform")),
+        ("The {n} orchard harvested {x} crates of apples.",
+         ("How many crates of apples did the {n} orchard harvest?", "The {n} orchard harvested"),
+         ("What was the size of the apple harvest at the {n} orchard, in crates?",
+          "The apple harvest at the {n} orchard, in crates, was")),
+        ("The {n} stadium seats {x} spectators.",
+         ("How many spectators does the {n} stadium seat?", "The {n} stadium seats"),
+         ("What is the seating capacity of the {n} stadium?", "The seating capacity of the {n} stadium is")),
+    ],
 }
 
 
@@ -112,14 +134,18 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
     from grm.runtime.answer import QUESTION_TEMPLATE
     from grm.runtime.generate import greedy
     from grm.runtime.lead import answer_lead
+    from grm.runtime.model_lead import ModelLead
 
     out = {}
     with Runtime.open(store=store, model=model, threads=threads) as rt:
         tok, lm = rt.lm.tokenizer, rt.lm.model
         sinks = rt.exact.sinks()
+        writer = ModelLead(rt.lm)
+        skip = 0
         for split, fs in split_facts.items():
             rows = []
-            texts = contexts(docs, fs, 0 if split == "tune" else len(split_facts["tune"]))
+            texts = contexts(docs, fs, skip)
+            skip += len(fs)
             for f, text in zip(fs, texts):
                 cache = cache_from_kv(sinks)
                 ids = tok.encode(text)
@@ -129,9 +155,10 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
                 for kind in ("repeat", "paraphrase"):
                     q, lead = f[kind]
                     derived = answer_lead(q)
-                    row[f"{kind}_derived_lead"] = derived
+                    written = derived or writer.lead(q)
+                    row[f"{kind}_derived_lead"], row[f"{kind}_model_lead"] = derived, written
                     for form in FORMS:
-                        use = {"plain": None, "primed": lead, "derived": derived}[form]
+                        use = {"plain": None, "primed": lead, "derived": derived, "model": written}[form]
                         prompt = QUESTION_TEMPLATE.format(q=q) + (f" {use}" if use else "")
                         c = cache_from_kv(read)
                         q_ids = tok.encode(prompt)
@@ -151,14 +178,21 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
 def _table(res: dict) -> list[str]:
     out = ["Fact inserted in a 220-360 word news article read in context; 20 facts per split (4 per template); "
            "a probe counts if the 4-digit answer appears. See bench/questions.py.", "",
-           "| model | split | question | plain | primed | derived lead | rules covered |",
-           "|---|---|---|---|---|---|---|"]
+           "What was tuned on what: the lead rules (grm/runtime/lead.py) were written against TUNE; the model "
+           "lead's examples (grm/runtime/model_lead.py) were written after seeing HELD-OUT's paraphrase forms "
+           "(not their words); FRESH was written after both and before any run on it: only FRESH is blind to "
+           "both.", "",
+           "| model | split | question | plain | primed | derived lead (rules) | rules, else model lead | "
+           "rules covered | model wrote a lead (of the rest) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for model, per in res["models"].items():
         for split, rows in per.items():
             for kind in ("repeat", "paraphrase"):
                 cells = [f"{sum(r[f'{kind}_{f}_ok'] for r in rows)}/{len(rows)}" for f in FORMS]
                 cov = sum(r[f"{kind}_derived_lead"] is not None for r in rows)
-                out.append(f"| {model} | {split} | {kind} | " + " | ".join(cells) + f" | {cov}/{len(rows)} |")
+                wrote = sum(r[f"{kind}_derived_lead"] is None and r[f"{kind}_model_lead"] is not None for r in rows)
+                out.append(f"| {model} | {split} | {kind} | " + " | ".join(cells)
+                           + f" | {cov}/{len(rows)} | {wrote}/{len(rows) - cov} |")
     return out
 
 
@@ -181,7 +215,8 @@ def main(args: argparse.Namespace) -> int:
         for m in models:
             res["models"][m] = ask_model(m, threads, Path(d) / m, split_facts, docs)
     res["seconds"] = time.perf_counter() - t0
-    write_results("questions", res, _table(res), f"python bench/questions.py --threads {threads}", quick=args.quick)
+    name, flag = ("questions", "") if not args.model else (f"questions-{args.model}", f" --model {args.model}")
+    write_results(name, res, _table(res), f"python bench/questions.py --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0
 

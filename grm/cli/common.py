@@ -100,9 +100,9 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reread", default="auto", choices=Choices("grm.runtime.config", "REREAD"), metavar="WHEN",
                    help="%(choices)s: read a graft's text instead of mounting its K/V where that costs no more "
                         "(auto, default: costs measured once per model and machine), never, or always")
-    p.add_argument("--lead", default="rules", choices=Choices("grm.runtime.config", "LEADS"), metavar="HOW",
-                   help="%(choices)s: begin a plain question's answer from its words by rules (default), by "
-                        "the rules then the model where no rule applies, or not at all")
+    p.add_argument("--lead", default="model", choices=Choices("grm.runtime.config", "LEADS"), metavar="HOW",
+                   help="%(choices)s: begin a plain question's answer from its words by the rules, then the "
+                        "model where no rule applies (default), by the rules only, or not at all")
 
 
 def mount_options(args: argparse.Namespace) -> dict[str, object]:

@@ -63,9 +63,9 @@ class RuntimeConfig:
     # per graft: "auto" re-reads its text where that costs no more than mounting its K/V (costs
     # measured once per model and machine, composition risk counted); "never" mounts; "always" reads
     reread: str = "auto"
-    # the answer begun from the question's words: "rules" (wh-question rules), "model" (the rules,
-    # then the model for a question they do not cover), "off" (the question read plain)
-    lead: str = "rules"
+    # the answer begun from the question's words: "model" (default: the rules, then the model for a
+    # question they do not cover; bench/results/questions-smollm2-135m.md), "rules", "off" (plain)
+    lead: str = "model"
     channel: str = "combined"  # graft routing channel: combined | lexical | dense
     # abstention (grm/grafts/floor.py): a question routed memory holds nothing on is answered with
     # `abstain_line` ("abstained": true), not generated; 0 turns it off

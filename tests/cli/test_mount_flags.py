@@ -12,10 +12,10 @@ from grm.cli.common import mount_options
 @pytest.mark.parametrize("command", [["ask", "q"], ["chat"], ["serve", "--no-auth"]])
 def test_every_command_that_mounts_takes_the_same_flags(command):
     args = build_parser().parse_args([*command, "--blend", "0.2", "--reread", "never", "--repair", "3",
-                                      "--lead", "model"])
-    assert mount_options(args) == {"repair": 3, "blend": 0.2, "reread": "never", "lead": "model"}
+                                      "--lead", "rules"])
+    assert mount_options(args) == {"repair": 3, "blend": 0.2, "reread": "never", "lead": "rules"}
     defaults = build_parser().parse_args(command)
-    assert mount_options(defaults) == {"repair": 0, "blend": 0.0, "reread": "auto", "lead": "rules"}
+    assert mount_options(defaults) == {"repair": 0, "blend": 0.0, "reread": "auto", "lead": "model"}
 
 
 @pytest.mark.parametrize("flags", [["--blend", "1.5"], ["--blend", "x"], ["--reread", "sometimes"],
