@@ -202,7 +202,8 @@ def main(args: argparse.Namespace) -> int:
     for r in runs:
         table.append(f"| {r['stage']} | {r['budget'] / 1e6:.1f} | {r['seconds']} | {r['demote']} | {r['evict']} | "
                      f"{r['drop']} | {r['trained_codebooks'] or '-'} | {r['fact_grafts_moved']} / {r['fact_grafts']} | {r['after_bytes'] / 1e6:.1f} |")
-    cmd = "python bench/tiering.py" + (f" --model {args.model}" if args.model else "")
+    cmd = "python bench/tiering.py" + (f" --model {args.model}" if args.model else "") + (
+        "" if quick else f" --articles {articles} --facts {n_facts}")
     write_results("tiering", {"model": args.model or "smollm2-135m", "corpus_tokens": tokens, "facts": n_facts,
                               "policy": POLICY, "evict_keep": EVICT_KEEP,
                               "parts": PARTS, "budgets": budgets, "full_exact_footprint": full, "timeline": timeline,

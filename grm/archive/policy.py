@@ -88,11 +88,14 @@ class TieringPolicy:
     by an earlier `--store-budget` (grm/store/tiering.py stored_budget), else nothing to do."""
 
     def __init__(self, store: StoreBackend, lm, dialect, tenant: str, budget: TierConfig | int | None = None,
-                 config: PolicyConfig = PolicyConfig(), archive: ArchiveTier | None = None) -> None:
+                 config: PolicyConfig = PolicyConfig(), archive: ArchiveTier | None = None,
+                 uses: UseLog | None = None) -> None:
+        """`uses`: the process's UseLog, if the runtime already counts mounts in one."""
         self.store, self.lm, self.dialect, self.tenant, self.config = store, lm, dialect, tenant, config
         self._budget = TierConfig(budget) if isinstance(budget, int) else budget
         self.archive = archive or ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
-        self.uses = UseLog()
+        self.uses = uses if uses is not None else UseLog()
+        self._row_bytes: int | None = None  # the rows' share of the footprint, as the last walk measured it
         self._lock = threading.Lock()  # one run at a time
 
     @property
@@ -103,13 +106,16 @@ class TieringPolicy:
         return TierConfig(stored) if stored else None
 
     def due(self) -> bool:
-        """Whether the footprint passed the high-water mark (the backend's per-kind figures, no walk)."""
+        """Whether the footprint passed the high-water mark: the backend's per-kind payload figures and
+        log bytes, and the rows' bytes as the last walk of them measured (rows change slowly)."""
         cfg = self.tier_config
         if cfg is None:
             return False
+        if self._row_bytes is None:
+            self._row_bytes = inventory(self.store).row_bytes
         st = self.store.stats()
         used = sum(k.get("payload_bytes", 0) for t in st.get("tenants", {}).values() for k in t.values())
-        return used + int(st.get("log_bytes", 0) or 0) > cfg.high_water * cfg.budget
+        return used + int(st.get("log_bytes", 0) or 0) + self._row_bytes > cfg.high_water * cfg.budget
 
     # ----- a run ---------------------------------------------------------------------------------
     def run(self, dry_run: bool = False, force: bool = False) -> TierReport:
@@ -143,6 +149,7 @@ class TieringPolicy:
             if not dry_run:
                 report.after = inv.footprint
             report.tiers = inv.by_tier()
+            self._row_bytes = inv.row_bytes
             if not dry_run and report.after > cfg.budget:
                 report.note = (f"still over budget: {report.after} bytes kept (documents, facts, codebooks and "
                                "the log are never moved)")

@@ -326,4 +326,13 @@ def plan(inv: Inventory, uses: dict[tuple[str, str], list[int]], config: TierCon
             break
         moves.append(Move("evict", s, est, why(s, "archived and cold: re-read from its text when needed")))
         need -= est
-    return moves
+    # a span demoted and then evicted by the same plan is dropped at once (no archive record written for nothing)
+    evicted = {(m.span.tenant, m.span.key) for m in moves if m.action == "evict"}
+    out = []
+    for m in moves:
+        key = (m.span.tenant, m.span.key)
+        if m.action == "demote" and key in evicted:
+            out.append(Move("drop", m.span, m.span.bytes, m.why + "; colder than the budget keeps even archived"))
+        elif not (m.action == "evict" and m.span.tier == "exact"):
+            out.append(m)
+    return out

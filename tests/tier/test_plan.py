@@ -76,20 +76,33 @@ def test_nothing_moves_under_the_high_water_mark(store) -> None:
     assert plan(inv, {}, TierConfig(inv.footprint * 2), last_lsn=store.last_lsn, can_archive=None) == []
 
 
-def test_coldest_first_each_span_one_step_down_then_evictions(store) -> None:
+def test_coldest_first_each_span_one_step_down(store) -> None:
     """1. exact spans move coldest first (oldest write, fewest mounts); 2. a section block or a graft
-    is demoted, a chain block dropped; 3. once every exact span took its step, archived spans are
-    evicted; 4. the fact graft is never a candidate."""
+    is demoted, a chain block dropped; 3. moves stop once the need is covered."""
     fill(store)
     inv = inventory(store)
-    moves = plan(inv, {}, TierConfig(inv.kept_bytes + inv.log_bytes + inv.row_bytes + 1, low_water=0.5), last_lsn=store.last_lsn,
-                 can_archive=None, archive_fraction=0.1)
+    budget = TierConfig(inv.footprint - 1500, high_water=1.0, low_water=1.0)
+    moves = plan(inv, {}, budget, last_lsn=store.last_lsn, can_archive=None, archive_fraction=0.1)
+    assert [(m.action, m.span.key) for m in moves] == [("demote", "old"), ("drop", "chain")]
+    assert moves[0].saves == 900 and "writes ago, mounted 0x" in moves[0].why
+
+
+def test_a_tight_budget_evicts_archived_spans_and_never_archives_what_it_evicts(store) -> None:
+    """Below what archiving saves, archived spans are evicted, and a span the same plan would demote
+    and then evict is dropped at once; the fact graft is never a candidate."""
+    fill(store)
+    store.put("t", BLOCK, "arch", parent="sink", text="arch text", meta={"doc": "c.txt", "tokens": 5, "ids": [1],
+                                                                          "tier": "archive"})
+    store.put("t", ARCHIVE, "arch", parent="sink", text="arch text", payload=b"a" * 120, meta={"doc": "c.txt"})
+    inv = inventory(store)
+    assert {s.key: s.tier for s in inv.spans}["arch"] == "archive"
+    floor = inv.kept_bytes + inv.log_bytes + inv.row_bytes
+    moves = plan(inv, {}, TierConfig(floor + 1, high_water=0.99, low_water=0.99), last_lsn=store.last_lsn, can_archive=None,
+                 archive_fraction=0.1)
     steps = [(m.action, m.span.key) for m in moves]
-    assert steps[:4] == [("demote", "old"), ("drop", "chain"), ("demote", "new"), ("demote", "turn")]
-    assert [a for a, _ in steps[4:]] == ["evict"] * 3
-    assert "fact" not in {k for _, k in steps}
-    assert moves[2].saves == 1000  # its archive copy exists: only the exact bytes go
-    assert "writes ago, mounted 0x" in moves[0].why
+    assert ("evict", "arch") in steps
+    assert {k for a, k in steps if a == "drop"} == {"old", "chain", "new", "turn"}
+    assert not any(a == "demote" for a, _ in steps) and "fact" not in {k for _, k in steps}
 
 
 def test_without_codebooks_cold_spans_are_dropped_and_say_why(store) -> None:
