@@ -88,8 +88,7 @@ def ask_all(rt, facts: list[dict], stage: str, with_ceiling: bool) -> list[dict]
             rt.exact._sinks = None
             a = rt.ask(q, mode=mode, max_new_tokens=MAX_NEW)
             row[mode] = {"answer": a.answer, "correct": fact["answer"] in a.answer, "mode": a.mode,
-                         "lossy": bool(a.lossy), "from_memory": a.tokens_from_memory, "ttft_s": round(a.ttft_s, 4),
-                         "selected_gold": bool(gold) and any(m.get("id") == gold.key for m in a.mounted)}
+                         "lossy": bool(a.lossy), "from_memory": a.tokens_from_memory, "ttft_s": round(a.ttft_s, 4)}
         if with_ceiling and gold is not None:
             g = ask_gold(rt, gold.text, q, MAX_NEW)
             row["ceiling"] = {"answer": g["answer"], "correct": fact["answer"] in g["answer"]}
