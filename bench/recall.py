@@ -108,7 +108,7 @@ def read_texts(rt, runs: list[list[int]], question: str, max_new: int, prefix: d
     from grm.kv import cache_from_kv
     from grm.kv.cache import crop
     from grm.kv.forward import prefill
-    from grm.runtime.answer import question_lead, question_text, with_lead
+    from grm.runtime.answer import question_read, with_lead
     from grm.runtime.generate import greedy
 
     tok, model = rt.lm.tokenizer, rt.lm.model
@@ -122,11 +122,11 @@ def read_texts(rt, runs: list[list[int]], question: str, max_new: int, prefix: d
         prefix = {} if prefix is None else prefix
         prefix.update(key=key, cache=cache, seat=seat)
     cache, seat = prefix["cache"], prefix["seat"]
-    q = tok.encode(question_text(question))
+    q, lead = question_read(rt.ctx, question)  # the pipeline's own question tokens and answer lead
     logits = prefill(model, cache, q, seat)
     text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter())
     crop(cache, seat)
-    return with_lead(question_lead(question), text)  # as the pipeline returns it: the lead + what follows
+    return with_lead(lead, text)  # as the pipeline returns it: the lead + what follows
 
 
 def ask_forms(rt, fact: dict, max_new: int) -> dict:
