@@ -56,7 +56,7 @@ def policy_for(rt, store_budget: int | None, keep_salient: str = "digits"):
     from grm.archive.policy import PolicyConfig, TieringPolicy
 
     return TieringPolicy(rt.store, rt.lm, rt.dialect, rt.config.tenant, store_budget,
-                         PolicyConfig(keep_salient=keep_salient), archive=rt.archive)
+                         PolicyConfig(keep_salient=keep_salient), archive=rt.archive, uses=rt.uses)
 
 
 def summary(report) -> dict:

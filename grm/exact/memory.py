@@ -95,7 +95,8 @@ class ExactMemory:
         self._sinks: KV | None = None
         self.sink_ids = list(lm.tokenizer.sink_ids)
         self.sink_fp = fingerprint(lm.identity, SYSTEM_TENANT, "", b"", self.sink_ids)
-        self.counters = {"block_hits": 0, "block_misses": 0, "sink_recomputes": 0, "scatter_loads": 0}
+        self.counters = {"block_hits": 0, "block_misses": 0, "sink_recomputes": 0, "scatter_loads": 0,
+                         "tiered_reads": 0}  # rows moved down by the tiering policy, read as text
         self._warned: set[str] = set()  # records already logged as misses (count every time, log once)
 
     # ----- sinks -------------------------------------------------------------------------------
@@ -145,7 +146,12 @@ class ExactMemory:
     def verified(self, rec: Record, tenant: str, fp: str, parent: str, seat: int, ids: list[int],
                  text: str = "", data: bytes | None = None) -> KV | None:
         """The record's K/V if every binding checks out, else None (a miss, logged once).
-        `data`: the payload as the store's verified read returned it, if already read."""
+        `data`: the payload as the store's verified read returned it, if already read. A row the
+        tiering policy moved down on purpose (no payload, meta "tier") is None without a warning:
+        its text is read, or its archived copy mounted (grm/archive/policy.py)."""
+        if rec.payload is None and rec.meta.get("tier") in ("archive", "text"):
+            self.counters["tiered_reads"] += 1
+            return None
         data = self.store.read_payload(rec) if data is None else data
         if data is None:
             return self._miss(rec, "payload missing or digest mismatch")

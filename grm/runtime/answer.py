@@ -269,17 +269,28 @@ def plan_sections(ctx: Context, question: str, mode: str, max_new: int) -> Ready
                      abstained=True)
     q_ids, lead = question_read(ctx, question)
     sinks = ctx.exact.sinks()
-    mounts = []
+    mounts, lossy = [], False
     for hit in reversed(hits):  # least relevant first: the best one ends next to the question
         if mode == "rag-text":
             kv, ids = None, ctx.lm.tokenizer.encode(hit.record.text or "")
         else:
             kv, ids = ctx.sections.load(hit.record)
+            if kv is None and hit.record.payload is None:  # moved down by tiering: its archived copy
+                kv = archived(ctx, hit.record.key, sinks.tokens, len(ids))
+                lossy |= kv is not None
         mounts.append(Mount(hit.record.key, ids, sinks.tokens, kv, hit.score))
     ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
     arena = build(ctx.lm.model, ctx.dialect, sinks, mounts)
     mounted = [block_mount(h.record, score=h.score) for h in hits]
-    return Ready(arena, [q_ids], mode, mounted, lead=lead)
+    return Ready(arena, [q_ids], mode, mounted, lossy=lossy, lead=lead)
+
+
+def archived(ctx: Context, key: str, seat: int, tokens: int) -> KV | None:
+    """A section's K/V from the archive tier (lossy: dequantized), at `seat`; None where it has
+    none, or one of another length (then its text is read)."""
+    archive = ctx.grafts.archive
+    got = archive.load(ctx.exact.tenant, key, at_seat=seat) if archive is not None else None
+    return got.kv if got is not None and got.kv.tokens == tokens else None
 
 
 def mount_routed(ctx: Context, routed: list[Routed], live: list[str] = ()) -> list[Mount]:

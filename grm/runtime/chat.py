@@ -29,7 +29,7 @@ import secrets
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -81,7 +81,9 @@ class Reply:
 
 class ChatSession:
     def __init__(self, ctx: "Context", glue: "PolicyGlue", clear_context: bool = False, window_turns: int = 4,
-                 fold: bool = False, digester=None, policy: dict | None = None, harvest: str = "user") -> None:
+                 fold: bool = False, digester=None, policy: dict | None = None, harvest: str = "user",
+                 on_reply: Callable[["Reply"], None] | None = None) -> None:
+        """`on_reply(reply)`: told each answered turn (the runtime counts its mounts for tiering)."""
         if window_turns < 0:
             raise UserInputError("window_turns must be >= 0")
         if harvest not in HARVEST_MODES:
@@ -92,6 +94,7 @@ class ChatSession:
         self.session = secrets.token_hex(4)
         self.turn = 0
         self.glue = glue
+        self.on_reply = on_reply
         glue.begin(self.session, policy)
         self.fold, self.digester = fold, digester  # fold old turns after each turn (digester: a custom one)
         for fact in self.glue.policy.facts():  # facts written without the model (`grm memory`) get grafts
@@ -113,6 +116,8 @@ class ChatSession:
             return Reply(turn=self.turn, user=text, answer=result.text, command=result.command or "command",
                          changed=result.changed, timings={"total_s": round(time.perf_counter() - t0, 4)})
         reply = self._answer(text)
+        if self.on_reply is not None:
+            self.on_reply(reply)
         self.glue.policy.observe(text, evidence_id=evidence_id(self.session, self.turn))
         if self.fold:
             self.glue.fold(digester=self.digester)

@@ -42,6 +42,7 @@ from grm.sections import SectionConfig, SectionMemory
 from grm.store.backend import StoreBackend
 from grm.store.kinds import DOCUMENT, GRAFT
 from grm.store.opener import open_backend
+from grm.store.tiering import UseLog
 
 log = logging.getLogger("grm")
 __all__ = ["Runtime", "question_text"]
@@ -49,9 +50,11 @@ __all__ = ["Runtime", "question_text"]
 
 class Runtime:
     def __init__(self, config: RuntimeConfig, lm: LoadedModel, dialect: Dialect, selftest: SelfTestResult,
-                 store: StoreBackend, owns_store: bool = True) -> None:
+                 store: StoreBackend, owns_store: bool = True, uses: UseLog | None = None) -> None:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self._owns_store = owns_store
+        # mounts counted for the tiering policy (grm/store/tiering.py), one log per process's store
+        self.uses = uses if uses is not None else UseLog()
         self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
         self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
         self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
@@ -101,7 +104,7 @@ class Runtime:
         """This runtime's model and store, serving another tenant (validated like any tenant).
         Closing the view leaves the store open."""
         config = replace(self.config, tenant=tenant)
-        return Runtime(config, self.lm, self.dialect, self.selftest, self.store, owns_store=False)
+        return Runtime(config, self.lm, self.dialect, self.selftest, self.store, owns_store=False, uses=self.uses)
 
     def policy_glue(self) -> PolicyGlue:
         """The policy plane of this tenant: one per runtime, shared by `ask` and every chat."""
@@ -202,6 +205,8 @@ class Runtime:
             answer = pipeline.answer(self.ctx, ready, gen, t0)
         if ready.routed:
             self.residency.end_turn()
+        if memory:
+            self.uses.note_answer(self.config.tenant, answer, self.store.last_lsn)
         return answer
 
     def _plan(self, text: str, mode: str, max_new: int, store_prompt: bool, memory: bool,
@@ -260,7 +265,8 @@ class Runtime:
         """A conversation with memory: `send(text) -> Reply` per turn (grm/runtime/chat.py).
         fold: fold old turns into digests/eras; policy: PolicyConfig fields to override."""
         return ChatSession(self.ctx, self.policy_glue(), clear_context=clear_context, window_turns=window_turns,
-                           fold=fold, digester=digester, policy=policy)
+                           fold=fold, digester=digester, policy=policy,
+                           on_reply=lambda reply: self.uses.note_answer(self.config.tenant, reply, self.store.last_lsn))
 
     def check_window(self, n: int, max_new: int) -> None:
         self.ctx.check_window(n, max_new)

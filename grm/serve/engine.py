@@ -300,8 +300,7 @@ class Engine:
         self._record(tenant, req, rid, ans, finish, n_out)
         if self.metrics is not None:
             self.metrics.observe_answer(tenant, req.endpoint, ans, req.memory)
-        if req.memory:
-            self.tiering().uses.note_answer(tenant, ans, self.rt.store.last_lsn)
+        if req.memory:  # the runtime counted its mounts (Runtime.uses, shared by every tenant's view)
             self.after_write(tenant)
         return GenResult(ans.answer, finish, ans.prompt_tokens, n_out, ans.tokens_from_memory, ext, command)
 
@@ -343,7 +342,7 @@ class Engine:
             if budget is not None:
                 save_budget(self.rt.store, budget)
             self._tiering = TieringPolicy(self.rt.store, self.rt.lm, self.rt.dialect, self.rt.config.tenant,
-                                          budget, archive=self.rt.archive)
+                                          budget, archive=self.rt.archive, uses=self.rt.uses)
         return self._tiering
 
     def after_write(self, tenant: str) -> None:

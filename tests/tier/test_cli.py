@@ -65,3 +65,15 @@ def test_a_bad_budget_is_refused_before_anything_runs(tmp_path, grm, size: str, 
 def test_tier_without_any_budget_says_how_to_give_one(filled, grm) -> None:
     code, out, err = grm("tier", "--store", filled, "--model", TINY)
     assert code == 2 and "--store-budget" in one_error_line(err)
+
+
+def test_chat_keeps_the_store_under_its_budget_between_turns(filled, tmp_path, grm, grm_json) -> None:
+    code, st = grm_json("stats", "--store", filled)
+    budget = st["tiers"]["footprint_bytes"] // 2
+    script = tmp_path / "turns.txt"
+    script.write_text("The vault code is 4512, remember it.\nWhat is the vault code?\n", encoding="utf-8")
+    code, out, err = grm("chat", "--store", filled, "--model", TINY, "--script", script, "--max-new-tokens", 2,
+                         "--store-budget", budget)
+    assert code == 0 and "[tiering:" in err
+    code, st = grm_json("stats", "--store", filled)
+    assert st["tiers"]["budget"] == budget and st["tiers"]["footprint_bytes"] <= budget

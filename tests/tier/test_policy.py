@@ -134,3 +134,21 @@ def test_without_enough_text_for_codebooks_cold_spans_go_to_text(rt) -> None:
 def test_no_budget_means_no_moves(rt) -> None:
     rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", None, SMALL, archive=rt.archive).run()
     assert rep.moves == [] and "no store budget" in rep.note
+
+
+def test_the_default_ask_mounts_an_archived_section_lossy_and_counts_its_use(rt) -> None:
+    TieringPolicy(rt.store, rt.lm, rt.dialect, "default", half_the_spans(rt), SMALL, archive=rt.archive,
+                  uses=rt.uses).run()
+    archived = [s.key for s in inventory(rt.store).spans if s.tier == "archive" and s.kind == BLOCK]
+    assert archived
+    sinks = rt.exact.sinks().tokens
+    for key in archived:  # a question in an archived section's own words selects it
+        words = rt.store.get("default", BLOCK, key).text.split()
+        ans = rt.ask(" ".join(words[len(words) // 2:][:10]) + "?", max_new_tokens=2)
+        if ans.mounted and ans.mounted[0]["id"] == key:
+            break
+    else:
+        pytest.fail("no archived section was selected by its own words")
+    assert ans.mode == "exact-section" and ans.lossy and ans.tokens_from_memory > sinks
+    assert rt.uses.pending() >= 1  # the mount was counted for the next run's heat
+    assert rt.exact.stats()["tiered_reads"] >= 1  # its exact row was skipped quietly, not a miss
