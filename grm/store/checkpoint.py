@@ -28,9 +28,7 @@ older one. Readers check the CRC over the whole file before yielding any row.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -38,8 +36,7 @@ from typing import Any
 
 import crc32c
 
-from grm.store.fs import FileSystem, RangeReader
-from grm.store.layout import tmp_name
+from grm.store.fs import FileSystem, RangeReader, atomic_write
 from grm.store.record import Record, canonical_json
 
 MAGIC = b"GRMCKPT\0"
@@ -71,39 +68,29 @@ def write_checkpoint(fs: FileSystem, path: str, lsn: int, rows: Iterable[Record]
     """Write atomically (temp, fsync, rename, fsync dir); returns the file size in bytes."""
     head = HEADER.pack(MAGIC, VERSION, 0, lsn, 0)
     head += struct.pack("<II", crc32c.crc32c(head), 0)
-    tmp = tmp_name(path)
-    try:
-        handle = fs.open_write(tmp)
-        try:
-            handle.write(head)
-            crc, size, count = crc32c.crc32c(head[:32]), 0, 0
-            buf = [canonical_json({"lsn": lsn, "mode": mode}).encode("utf-8") + b"\n"]
-            pending = len(buf[0])
-            for r in rows:
-                line = canonical_json(encode_row(r)).encode("utf-8") + b"\n"
-                buf.append(line)
-                pending += len(line)
-                count += 1
-                if pending >= _CHUNK:
-                    data = b"".join(buf)
-                    crc, size, buf, pending = crc32c.crc32c(data, value=crc), size + len(data), [], 0
-                    handle.write(data)
-            data = b"".join(buf)
-            crc, size = crc32c.crc32c(data, value=crc), size + len(data)
-            handle.write(data)
-            handle.write(TRAILER.pack(size, crc, count, END))
-            if sync:
-                handle.fsync()
-        finally:
-            handle.close()
-        fs.rename(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):  # best effort: the store is poisoned anyway
-            if fs.exists(tmp):
-                fs.remove(tmp)
-        raise
-    if sync:
-        fs.fsync_dir(os.path.dirname(path))
+    size = 0
+
+    def write(handle) -> None:
+        nonlocal size
+        handle.write(head)
+        crc, count = crc32c.crc32c(head[:32]), 0
+        buf = [canonical_json({"lsn": lsn, "mode": mode}).encode("utf-8") + b"\n"]
+        pending = len(buf[0])
+        for r in rows:
+            line = canonical_json(encode_row(r)).encode("utf-8") + b"\n"
+            buf.append(line)
+            pending += len(line)
+            count += 1
+            if pending >= _CHUNK:
+                data = b"".join(buf)
+                crc, size, buf, pending = crc32c.crc32c(data, value=crc), size + len(data), [], 0
+                handle.write(data)
+        data = b"".join(buf)
+        crc, size = crc32c.crc32c(data, value=crc), size + len(data)
+        handle.write(data)
+        handle.write(TRAILER.pack(size, crc, count, END))
+
+    atomic_write(fs, path, write, sync=sync)
     return HEADER_SIZE + size + TRAILER_SIZE
 
 

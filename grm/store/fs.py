@@ -24,7 +24,8 @@ import contextlib
 import errno
 import fcntl
 import os
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from grm.store.layout import tmp_name
 
@@ -115,14 +116,18 @@ def read_range(fs: FileSystem, path: str, offset: int, size: int) -> bytes:
     return fs.read_bytes(path)[offset:offset + size]
 
 
-def atomic_write(fs: FileSystem, path: str, data: Bytes, *, sync: bool) -> None:
+def atomic_write(fs: FileSystem, path: str, data: Bytes | Callable[[Any], None], *, sync: bool) -> None:
     """temp -> write -> fsync -> rename -> fsync dir: after it returns (sync=True) `path` holds
-    exactly `data` across a power loss, and before the rename it holds its old content."""
+    exactly `data` across a power loss, and before the rename it holds its old content. `data`
+    may be a function that writes the content to the handle it is given (a streamed file)."""
     tmp = tmp_name(path)
     try:
         handle = fs.open_write(tmp)
         try:
-            handle.write(data)
+            if callable(data):
+                data(handle)
+            else:
+                handle.write(data)
             if sync:
                 handle.fsync()
         finally:
