@@ -16,11 +16,16 @@ is a process that uses a store of that size, not the one that generated it. Per 
 - lexical routing: `grm.route.lexical.search` (the graft router's lexical channel, FTS5 BM25)
   for 1,000 queries of 2-4 vocabulary words, p50 / p99;
 - resident memory: after open (the routing imports, torch among them, included) and the peak
-  of the using process (rebuild and fsck included); disk bytes of the store folder.
+  of the using process (rebuild and fsck included); disk bytes of the store folder;
+- graft routing (`--grafts N DIR`, its own store of the same size): one row in ten a graft of
+  `tiny-random-llama` harvested for real (each span read alone after the sinks, as a chat turn
+  is), then 200 plain-text questions through `GraftMemory.route` (combined channel, and the
+  lexical channel alone) and through `Runtime.ask(mode="grafts", max_new_tokens=1)`.
 
 `python bench/scale.py [--quick] [--sizes 10000,100000]` or `grm bench scale [--quick]`;
-`python bench/scale.py --one N DIR` measures one size (JSON on stdout) and
-`python bench/scale.py --from A.json B.json ...` tables such runs.
+`python bench/scale.py --one N DIR` measures one size (JSON on stdout), `--grafts N DIR [THREADS]`
+its graft routing, and `python bench/scale.py --from A.json B.json ...` tables such runs (the
+outputs of one size merged into one row).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ TARGETS = {100_000: {"route_p99_ms": 20}, 1_000_000: {"route_p99_ms": 100, "open
 
 
 
-def _zipf_vocab_sampler(seed: int):
+def _zipf_vocab_sampler(seed: int, word=lambda i: f"w{i}x"):
     rng = random.Random(seed)
     weights = [1.0 / (i + 1) ** 0.9 for i in range(VOCAB)]
     cum, total = [], 0.0
@@ -58,7 +63,7 @@ def _zipf_vocab_sampler(seed: int):
     import bisect
 
     def sample(k: int) -> list[str]:
-        return [f"w{bisect.bisect_left(cum, rng.random() * total)}x" for _ in range(k)]
+        return [word(bisect.bisect_left(cum, rng.random() * total)) for _ in range(k)]
     return rng, sample
 
 
@@ -160,6 +165,124 @@ def use(n: int, root: Path) -> dict:
     return out
 
 
+GRAFT_SHARE = 10  # one row in ten is a graft of the model (the rest: the filler rows above)
+GRAFT_MODEL = "tiny-random-llama"
+GRAFT_QUERIES = 200
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+
+def _letters(i: int) -> str:
+    """Vocabulary word i in letters only (no digit: the router takes digits for identifiers)."""
+    n = len(_SYLLABLES)
+    return _SYLLABLES[i % n] + _SYLLABLES[i // n % n] + _SYLLABLES[i // n // n]
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[max(0, int(q * len(values)) - 1)]
+
+
+def _graft_texts(n: int):
+    """The n/10 grafts' texts: 12 words each from a letters-only Zipf vocabulary (same seed)."""
+    _, sample = _zipf_vocab_sampler(n + 2, _letters)
+    for _ in range(n // GRAFT_SHARE):
+        yield " ".join(sample(12)).capitalize() + "."
+
+
+def _graft_questions(n: int) -> list[str]:
+    """GRAFT_QUERIES questions, alternately 3 words of one stored graft (asked about something
+    held) and 2-4 words drawn from the vocabulary (mostly about nothing held)."""
+    _, sample = _zipf_vocab_sampler(n + 3, _letters)  # the grafts' distribution, other draws
+    qrng = random.Random(11)
+    held = [t.rstrip(".").lower().split() for t in _graft_texts(n)]
+    out = []
+    for i in range(GRAFT_QUERIES):
+        words = qrng.sample(qrng.choice(held), 3) if i % 2 == 0 else sample(qrng.randint(2, 4))
+        out.append(f"What about {' and '.join(words)}?")
+    return out
+
+
+def grafts(n: int, root: Path, threads: int = 1) -> dict:
+    """Graft routing at size n: n - n/10 filler rows (tenant "bench"), then n/10 grafts of
+    GRAFT_MODEL harvested for real in the runtime's tenant (each span read alone after the sinks,
+    its K/V and dense keys stored as a chat turn's are), half evidence, half document; then
+    GRAFT_QUERIES plain-text questions through `GraftMemory.route` and through
+    `Runtime.ask(mode="grafts", max_new_tokens=1)`, each in a fresh process's warm runtime."""
+    import torch
+
+    from grm.runtime.runtime import Runtime
+    from grm.store import Store, StoreConfig
+
+    torch.set_num_threads(threads)
+    g = n // GRAFT_SHARE
+    out: dict = {"records": n, "graft_rows": g, "graft_filler_rows": n - g, "graft_model": GRAFT_MODEL}
+    with Store.open(StoreConfig(root=root)) as s:
+        _fill(s, n - g)
+    rt = Runtime.open(store=root, model=GRAFT_MODEL)
+    try:
+        glue = rt.policy_glue()
+        t = time.perf_counter()
+        with torch.no_grad():
+            for i, text in enumerate(_graft_texts(n)):
+                glue.read_alone(text, ("evidence", "document")[i % 2], f"scale:{i}", {})
+        out["graft_harvest_s"] = time.perf_counter() - t
+        out["graft_harvest_per_s"] = g / out["graft_harvest_s"]
+    finally:
+        rt.close()
+    done = subprocess.run([sys.executable, __file__, "--graft-use", str(n), str(root), str(threads)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr else "graft use phase failed")
+    out.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    out["graft_disk_bytes"] = _du(root)
+    return out
+
+
+def graft_use(n: int, root: Path, threads: int = 1) -> dict:
+    import torch
+
+    from grm.runtime.runtime import Runtime
+
+    torch.set_num_threads(threads)
+    out: dict = {}
+    t = time.perf_counter()
+    rt = Runtime.open(store=root, model=GRAFT_MODEL)
+    out["graft_open_s"] = time.perf_counter() - t
+    questions = _graft_questions(n)
+    try:
+        rt.grafts.route(questions[0])  # warm: the first dense query key builds the model's caches
+        lat, cpu, found = [], [], 0
+        for q in questions:
+            t, c = time.perf_counter(), time.process_time()
+            routed = rt.grafts.route(q)
+            lat.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+            found += bool(routed)
+        out |= {"graft_route_p50_ms": _pct(lat, 0.5), "graft_route_p99_ms": _pct(lat, 0.99),
+                "graft_route_cpu_p50_ms": _pct(cpu, 0.5), "graft_route_cpu_p99_ms": _pct(cpu, 0.99),
+                "graft_route_found_rate": found / len(questions)}
+        lat = []  # the lexical channel alone: what the combined channel keeps (require_lexical)
+        for q in questions:
+            t = time.perf_counter()
+            rt.grafts.route(q, channel="lexical")
+            lat.append((time.perf_counter() - t) * 1000)
+        out |= {"graft_route_lexical_p50_ms": _pct(lat, 0.5), "graft_route_lexical_p99_ms": _pct(lat, 0.99)}
+        lat, modes = [], {}
+        for i, q in enumerate(questions):
+            t = time.perf_counter()
+            a = rt.ask(q, mode="grafts", max_new_tokens=1)
+            lat.append((time.perf_counter() - t) * 1000)
+            how = f"{('held', 'drawn')[i % 2]} {'abstained' if a.abstained else 'fallback' if a.fallback else 'mounted'}"
+            modes[how] = modes.get(how, 0) + 1
+        out |= {"graft_ask_p50_ms": _pct(lat, 0.5), "graft_ask_p99_ms": _pct(lat, 0.99),
+                "graft_ask_held_p50_ms": _pct(lat[0::2], 0.5), "graft_ask_held_p99_ms": _pct(lat[0::2], 0.99),
+                "graft_ask_outcomes": dict(sorted(modes.items()))}
+    finally:
+        rt.close()
+    out["graft_rss_mb"] = _peak_rss_mb()
+    return out
+
+
 def _peak_rss_mb() -> float:
     """This process's peak RSS (VmHWM): ru_maxrss would carry the parent's peak across exec."""
     with open("/proc/self/status") as f:
@@ -190,14 +313,22 @@ def _open_whole_log(n: int, root: Path) -> float:
     return took
 
 
-def _child(n: int) -> dict:
+def _child(n: int, threads: int = 1) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"grm-scale-{n}-"))
     try:
         done = subprocess.run([sys.executable, __file__, "--one", str(n), str(work / "store")],
                               capture_output=True, text=True)
         if done.returncode != 0:
             return {"records": n, "error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        shutil.rmtree(work / "store", ignore_errors=True)
+        done = subprocess.run([sys.executable, __file__, "--grafts", str(n), str(work / "grafts"), str(threads)],
+                              capture_output=True, text=True)
+        if done.returncode == 0:  # a store of the same size, one row in ten a graft of the model
+            row.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        else:
+            row["graft_error"] = done.stderr.strip().splitlines()[-1] if done.stderr else "failed"
+        return row
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -208,8 +339,8 @@ COLUMNS = ("| records | write rows/s | open, whole log (s) | open as left (s) | 
 
 
 def _fmt(r: dict) -> str:
-    if "error" in r:
-        return f"| {r['records']:,} | error: {r['error']} |" + " |" * 12
+    if "error" in r or "write_rows_per_s" not in r:
+        return f"| {r['records']:,} | {'error: ' + r['error'] if 'error' in r else 'not run'} |" + " |" * 11
     return (f"| {r['records']:,} | {r['write_rows_per_s']:,.0f} | {r['open_no_ckpt_s']:.2f} | {r['open_as_left_s']:.2f} "
             f"| {r['open_ckpt_s']:.2f} "
             f"| {r['checkpoint_s']:.2f} | {r['catalog_rebuild_s']:.2f} | {r['fsck_s']:.2f} | {r['route_p50_ms']:.2f} "
@@ -264,6 +395,30 @@ NOTES = """
 """
 
 
+GRAFT_INTRO = ("## Graft routing (what `ask --mode grafts` does before mounting)\n\n"
+               f"A store of N rows of which N/{GRAFT_SHARE} are grafts of `{GRAFT_MODEL}` (`--grafts N DIR`); "
+               f"{GRAFT_QUERIES} plain-text questions, half about a stored graft, half drawn from the vocabulary.")
+GRAFT_COLUMNS = ("| records | grafts | harvest (grafts/s) | `GraftMemory.route` p50 (ms) | p99 (ms) | CPU p99 (ms) "
+                 "| routed something | lexical channel alone p50 / p99 (ms) | `ask --mode grafts` p50 (ms) | p99 (ms) | p99, held questions (ms) "
+                 "| ask outcomes | peak RSS (MB) |")
+
+
+def _fmt_grafts(r: dict) -> str:
+    if "graft_route_p50_ms" not in r:
+        return f"| {r['records']:,} | not run |" + " |" * 11
+    outcomes = ", ".join(f"{k} {v}" for k, v in r["graft_ask_outcomes"].items())
+    return (f"| {r['records']:,} | {r['graft_rows']:,} | {r['graft_harvest_per_s']:.0f} | {r['graft_route_p50_ms']:.1f} "
+            f"| {r['graft_route_p99_ms']:.1f} | {r['graft_route_cpu_p99_ms']:.1f} | {r['graft_route_found_rate']:.0%} "
+            f"| {r.get('graft_route_lexical_p50_ms', float('nan')):.1f} / {r.get('graft_route_lexical_p99_ms', float('nan')):.1f} "
+            f"| {r['graft_ask_p50_ms']:.1f} | {r['graft_ask_p99_ms']:.1f} | {r['graft_ask_held_p99_ms']:.1f} "
+            f"| {outcomes} | {r['graft_rss_mb']:.0f} |")
+
+
+GRAFT_NOTES = """
+(filled in after the runs)
+"""
+
+
 def _verdicts(rows: list[dict]) -> list[str]:
     lines = []
     for r in rows:
@@ -280,21 +435,27 @@ def main(args) -> int:
 
     rows = []
     if getattr(args, "from_files", None):  # sizes measured one by one (`--one N DIR`), tabled here
+        by_size: dict[int, dict] = {}  # a size's `--one` and `--grafts` outputs merge into one row
         for path in args.from_files:
-            rows.append(json.loads(Path(path).read_text().strip().splitlines()[-1]))
-        rows.sort(key=lambda r: r["records"])
+            r = json.loads(Path(path).read_text().strip().splitlines()[-1])
+            by_size.setdefault(r["records"], {}).update(r)
+        rows = [by_size[n] for n in sorted(by_size)]
         sizes = tuple(r["records"] for r in rows)
         cmd = "python bench/scale.py --one N DIR (each size on its own, N = " + ", ".join(map(str, sizes)) + \
+            "); python bench/scale.py --grafts N DIR 1 (N = " + \
+            ", ".join(str(r["records"]) for r in rows if "graft_rows" in r) + \
             "); python bench/scale.py --from THEIR-OUTPUTS"
     else:
         sizes = QUICK_SIZES if getattr(args, "quick", False) else tuple(getattr(args, "sizes", None) or SIZES)
         for n in sizes:
-            r = _child(n)
+            r = _child(n, getattr(args, "threads", 1))
             print(json.dumps(r), file=sys.stderr, flush=True)
             rows.append(r)
         cmd = "python bench/scale.py" + (f" --sizes {','.join(map(str, sizes))}" if not getattr(args, "quick", False) else "")
     table = [COLUMNS, "|---" * COLUMNS.count("| ") + "|"] + [_fmt(r) for r in rows]
-    table += ["", "Targets:"] + (_verdicts(rows) or ["- (no size with a target was run)"]) + NOTES.splitlines()
+    table += ["", "Targets:"] + (_verdicts(rows) or ["- (no size with a target was run)"])
+    table += ["", GRAFT_INTRO, "", GRAFT_COLUMNS, "|---" * GRAFT_COLUMNS.count("| ") + "|"]
+    table += [_fmt_grafts(r) for r in rows] + GRAFT_NOTES.splitlines() + NOTES.splitlines()
     write_results("scale", {"sizes": list(sizes), "results": rows, "targets": {str(k): v for k, v in TARGETS.items()}},
                   table, cmd, quick=getattr(args, "quick", False))
     print("\n".join(table))
@@ -305,13 +466,17 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] in ("--one", "--use"):
         print(json.dumps((one if sys.argv[1] == "--one" else use)(int(sys.argv[2]), Path(sys.argv[3]))))
         sys.exit(0)
+    if len(sys.argv) > 1 and sys.argv[1] in ("--grafts", "--graft-use"):
+        run = grafts if sys.argv[1] == "--grafts" else graft_use
+        print(json.dumps(run(int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1)))
+        sys.exit(0)
     import argparse
 
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=None)
     p.add_argument("--model", default=None)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the graft phase")
     p.add_argument("--from", dest="from_files", nargs="+", default=None, metavar="JSON",
                    help="table the outputs of earlier `--one N DIR` runs instead of running")
     sys.exit(main(p.parse_args()))
