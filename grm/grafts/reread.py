@@ -36,7 +36,7 @@ from grm.kv.forward import prefill
 
 SIZES = (16, 256)  # tokens: the two points each cost line is fitted through
 REPEATS = 3  # median of this many timings per point
-QUICK = ((16, 128), 2)  # sizes and repeats of the runtime's once-per-machine calibration (~2 s on CPU)
+QUICK = ((16, 128), 2)  # sizes and repeats of the runtime's once-per-machine calibration
 RISK = 0.5  # composition risk: each other graft side by side makes a mount this much dearer
 
 

@@ -6,7 +6,7 @@ and continues one line greedily. What it writes is kept only as far as it restat
 the lead is cut before the first word that is neither in the question nor a function word (a
 model that starts answering - "opened in 2018" - keeps "opened in"), and refused if it keeps a
 wh-word or fewer than three words. The examples' K/V is computed once per runtime; a lead costs
-the question's tokens plus at most MAX_TOKENS generated (about 0.3 s on a CPU for SmolLM2).
+the question's tokens plus at most MAX_TOKENS generated tokens.
 """
 
 from __future__ import annotations

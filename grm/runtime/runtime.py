@@ -114,7 +114,7 @@ class Runtime:
 
     def mount_costs(self) -> Costs:
         """What mounting and re-reading a graft cost on this machine with this model, measured once
-        (about 2 s on a CPU) and kept in the model cache (grm/grafts/reread.py)."""
+        (a few seconds on a CPU) and kept in the model cache (grm/grafts/reread.py)."""
         if self._costs is None:
             model, identity = self.lm.model, self.lm.identity
             name = hashlib.sha256(f"{identity} {reread.machine(model)}".encode()).hexdigest()[:24]
