@@ -15,7 +15,7 @@ from pathlib import Path
 
 from grm.cli.common import (MAX_NEW_TOKENS_HELP, Choices, add_mount_flags, byte_count, mount_options, open_runtime,
                             positive_int)
-from grm.cli.tier import add_budget_flag, policy_for, summary
+from grm.cli.tier import BudgetKeeper, add_budget_flag
 from grm.errors import UserInputError
 
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     with open_runtime(args, graft_k=args.grafts, seat_budget=args.seat_budget, device_budget=args.device_budget,
                       **mount_options(args), channel=args.channel, max_new_tokens=args.max_new_tokens) as rt:
         session = rt.chat(clear_context=args.clear_context, window_turns=args.window, fold=args.fold)
-        tiering = Tiering(rt, args.store_budget)
+        tiering = BudgetKeeper(rt, args.store_budget)
         source = lines if lines is not None else stdin_lines(iter(sys.stdin.buffer.readline, b""))
         for line in source:
             if isinstance(line, UserInputError):  # one bad line does not end the conversation
@@ -105,22 +105,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"[turn {reply.turn}: mounted {mem}; {reply.seats_resident} seats, "
                       f"{reply.device_bytes / 2**20:.1f} MiB resident, {reply.timings.get('total_s', 0):.2f}s]",
                       file=sys.stderr, flush=True)
-            tiering.after_turn()
+            report = tiering.after_write()  # between turns, after the reply is out
+            if report is not None:
+                print(f"[tiering: {report}]", file=sys.stderr, flush=True)
     return 0
 
-
-class Tiering:
-    """The store budget kept between turns, after the reply is out (grm/archive/policy.py): a budget
-    given now is remembered by the store; with none given or stored, nothing runs."""
-
-    def __init__(self, rt, budget: int | None) -> None:
-        from grm.store.tiering import save_budget, stored_budget
-
-        if budget is not None:
-            save_budget(rt.store, budget)
-        self.policy = policy_for(rt, None) if (budget or stored_budget(rt.store)) else None
-
-    def after_turn(self) -> None:
-        if self.policy is not None and self.policy.due():
-            report = summary(self.policy.run())
-            print(f"[tiering: {report}]", file=sys.stderr, flush=True)

@@ -90,14 +90,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def after_write(rt, store_budget: int | None) -> dict | None:
-    """After a command wrote: remember a budget given now, and bring the store under the budget
-    (given or remembered) if it passed its high-water mark. The report's summary, or None."""
-    from grm.store.tiering import save_budget
+class BudgetKeeper:
+    """After a command writes: a budget given now is remembered by the store; `after_write()`
+    brings the store under the budget (given or remembered) when it passed its high-water mark
+    and returns the report's summary (None: nothing due). One policy per command, so a chat
+    keeps it between turns."""
 
-    if store_budget is not None:
-        save_budget(rt.store, store_budget)
-    policy = policy_for(rt, None)
-    if not policy.due():
-        return None
-    return summary(policy.run())
+    def __init__(self, rt, store_budget: int | None) -> None:
+        from grm.store.tiering import save_budget
+
+        if store_budget is not None:
+            save_budget(rt.store, store_budget)
+        self.policy = policy_for(rt, None)
+
+    def after_write(self) -> dict | None:
+        return summary(self.policy.run()) if self.policy.due() else None
+
+
+def after_write(rt, store_budget: int | None) -> dict | None:
+    """`BudgetKeeper(rt, store_budget).after_write()`, for a command that writes once."""
+    return BudgetKeeper(rt, store_budget).after_write()

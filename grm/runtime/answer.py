@@ -61,8 +61,12 @@ def question_text(question: str, lead: bool = True) -> str:
     q = question.strip()
     if "\nAnswer:" in q:
         return f"\n\nQuestion: {q}"
-    start = answer_lead(q) if lead else None
-    return QUESTION_TEMPLATE.format(q=q) + (f" {start}" if start else "")
+    return led(q, answer_lead(q) if lead else None)
+
+
+def led(question: str, lead: str | None) -> str:
+    """The question template with `lead` (if any) begun after "Answer:"."""
+    return QUESTION_TEMPLATE.format(q=question) + (f" {lead}" if lead else "")
 
 
 def question_read(ctx: Context, question: str) -> tuple[list[int], str | None]:
@@ -78,7 +82,7 @@ def question_read(ctx: Context, question: str) -> tuple[list[int], str | None]:
     lead = answer_lead(q)
     if lead is None and choice == "model":
         lead = ctx.model_lead(q)
-    return ctx.lm.tokenizer.encode(QUESTION_TEMPLATE.format(q=q) + (f" {lead}" if lead else "")), lead
+    return ctx.lm.tokenizer.encode(led(q, lead)), lead
 
 
 def with_lead(lead: str | None, text: str) -> str:
