@@ -96,6 +96,13 @@ class DocumentFrequencies:
             for t in terms(declarative(text)):
                 self.df[t] = self.df.get(t, 0) + 1
 
+    @classmethod
+    def counted(cls, n: int, df: dict[str, int]) -> DocumentFrequencies:
+        """Frequencies counted elsewhere (grm/route/index.py keeps them in step with the store)."""
+        out = cls(())
+        out.n, out.df = n, df
+        return out
+
     def idf(self, term: str) -> float:
         """BM25's inverse document frequency (>= 0; a word no text holds gets the most)."""
         df = self.df.get(term, 0)

@@ -16,12 +16,13 @@ from dataclasses import dataclass, replace
 
 from grm.errors import UserInputError
 from grm.exact import ExactMemory
-from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, ground, only_asks
+from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, declarative, ground, only_asks, terms
 from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
 from grm.route import Channels, Hit, combine, search
-from grm.route.dense import decode_key, encode_key, query_key, score, span_keys
+from grm.route.dense import encode_key, key_width, query_key, span_keys
+from grm.route.index import DENSE_CANDIDATES, DenseIndex, candidates
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
@@ -81,6 +82,17 @@ class GraftMemory:
         self.exact, self.config, self.archive = exact, config, archive
         self.store, self.tenant, self.lm = exact.store, exact.tenant, exact.lm
         self.lossy_ids: set[str] = set()  # grafts whose last load came from the archive tier
+        self._index: DenseIndex | None = None
+
+    def index(self) -> DenseIndex:
+        """The in-memory index of this tenant's routable grafts (grm/route/index.py): dense keys,
+        kinds and word counts, built on first use and kept in step with the store by its LSN."""
+        if self._index is None:
+            self._index = DenseIndex(self.store, self.tenant, KIND,
+                                     key_width(self.exact.dialect, self.config.channels.dense),
+                                     lambda r: self._mine(r) and not r.meta.get("retired"),
+                                     lambda text: terms(declarative(text)))
+        return self._index
 
     # ----- reading records ---------------------------------------------------------------------
     def _mine(self, rec: Record | None) -> bool:
@@ -95,7 +107,12 @@ class GraftMemory:
 
     def grafts(self, kind: str | None = None, include_retired: bool = False) -> list[Graft]:
         """This tenant's grafts of this model, oldest first."""
-        out = [Graft.from_record(r) for r in self.store.records(self.tenant, KIND) if self._mine(r)]
+        if include_retired:
+            rows = (r for r in self.store.records(self.tenant, KIND) if self._mine(r))
+        else:  # the index knows which rows are routable: read only those
+            rows = (r for r in (self.store.get(self.tenant, KIND, k) for k in self.index().keys(kind))
+                    if self._mine(r))
+        out = [Graft.from_record(r) for r in rows]
         out = [g for g in out if (kind is None or g.kind == kind) and (include_retired or not g.retired)]
         return sorted(out, key=lambda g: (g.created, g.record.lsn))
 
@@ -233,8 +250,10 @@ class GraftMemory:
 
         lexical = {} if channel == "dense" else {
             h.record.key: h for h in search(self.store, self.tenant, query, KIND, cfg.channels.lexical, keep=keep)}
-        dense = {} if channel == "lexical" else self._dense_scores(query, keep)
-        hits: list[Hit] = combine(lexical, dense, channel, cfg.channels.dense_weight)
+        dense, bounds = ({}, None) if channel == "lexical" else self._dense_scores(
+            query, lexical, exclude, keep, only_lexical=channel == "combined" and cfg.require_lexical,
+            at_least=max(DENSE_CANDIDATES, 8 * k))
+        hits: list[Hit] = combine(lexical, dense, channel, cfg.channels.dense_weight, bounds)
         if channel == "combined" and cfg.require_lexical:
             hits = [h for h in hits if h.record.key in lexical]
         # a turn that only asked ("User: What is my locker code?") shares the next question's
@@ -266,20 +285,21 @@ class GraftMemory:
         """Whether `routed` (and the texts `also` mounted, a chat's live window) hold anything on
         `query` (grm/grafts/floor.py), with document frequencies over this tenant's routable
         grafts; `floor`: the config's by default."""
-        texts = (r.text or "" for r in self.store.records(self.tenant, KIND)
-                 if self._mine(r) and not r.meta.get("retired"))
         floor = self.config.abstain_floor if floor is None else floor
-        return ground(query, [r.graft.text for r in routed] + list(also), DocumentFrequencies(texts), floor)
+        freq = DocumentFrequencies.counted(*self.index().frequencies())
+        return ground(query, [r.graft.text for r in routed] + list(also), freq, floor)
 
-    def _dense_scores(self, query: str, keep) -> dict[str, tuple[Record, float]]:
+    def _dense_scores(self, query: str, lexical: dict[str, Hit], exclude: frozenset[str], keep, *, only_lexical: bool,
+                      at_least: int) -> tuple[dict[str, tuple[Record, float]], tuple[float, float] | None]:
+        """The dense channel: (candidates' cosines, (lowest, highest) cosine over every routable
+        graft), scored against the index in one matrix product (grm/route/index.py)."""
         ex = self.exact
         ids = self.lm.tokenizer.encode(query.strip())
         q = query_key(self.lm.model, ex.sinks(), ids, ex.dialect, self.config.channels.dense)
-        out = {}
-        for rec in self.store.records(self.tenant, KIND):
-            if keep(rec):
-                key = decode_key(rec.meta.get("dense", ""), q)
-                if key is not None:
-                    out[rec.key] = (rec, score(q, key))
-        return out
+        scores = self.index().dense(q, exclude)
 
+        def fetch(key: str) -> Record | None:
+            rec = self.store.get(self.tenant, KIND, key)
+            return rec if rec is not None and keep(rec) else None
+
+        return candidates(scores, lexical, None if only_lexical else fetch, at_least), scores.bounds()

@@ -36,6 +36,11 @@ class DenseConfig:
             raise ValueError("layer_stride, chunk_tokens and max_keys must be >= 1")
 
 
+def key_width(dialect: Dialect, config: DenseConfig) -> int:
+    """How many numbers one routing key holds: layers' x kv_heads x head_dim."""
+    return len(range(0, dialect.n_layers, config.layer_stride)) * dialect.kv_heads * dialect.head_dim
+
+
 def routing_key(kv: KV, dialect: Dialect, seat: int, config: DenseConfig) -> torch.Tensor:
     """[layers', kv_heads, head_dim] normalized centroids of `kv`'s position-free keys."""
     layers = range(0, kv.keys.shape[0], config.layer_stride)

@@ -92,15 +92,16 @@ CHANNELS = ("combined", "lexical", "dense")
 
 
 def combine(lexical: dict[str, Hit], dense: dict[str, tuple[Record, float]], channel: str,
-            dense_weight: float) -> list[Hit]:
+            dense_weight: float, bounds: tuple[float, float] | None = None) -> list[Hit]:
     """Candidates of both channels ranked by `channel`, best first. Combined score = lexical
-    score / best lexical score + dense_weight * cosine rescaled to [0, 1] over the candidate set;
+    score / best lexical score + dense_weight * cosine rescaled to [0, 1] over the candidate set
+    (or over `bounds`, the lowest and highest cosine of a larger set `dense` was drawn from);
     "dense" ranks by that rescaled cosine alone. Without dense candidates it falls back to lexical."""
     if channel not in CHANNELS:
         raise ValueError(f"channel must be one of {CHANNELS}")
     if channel == "lexical" or not dense or (channel == "combined" and dense_weight == 0):
         return sorted(lexical.values(), key=lambda h: -h.score)
-    lo, hi = min(c for _, c in dense.values()), max(c for _, c in dense.values())
+    lo, hi = bounds or (min(c for _, c in dense.values()), max(c for _, c in dense.values()))
     best_lex = max((h.score for h in lexical.values()), default=0.0) or 1.0
     hits = []
     for key, (rec, cos) in dense.items():

@@ -40,7 +40,7 @@ from grm.runtime.model_lead import ModelLead
 from grm.runtime.policy_glue import PolicyGlue
 from grm.sections import SectionConfig, SectionMemory
 from grm.store.backend import StoreBackend
-from grm.store.kinds import DOCUMENT, GRAFT
+from grm.store.kinds import DOCUMENT
 from grm.store.opener import open_backend
 from grm.store.tiering import UseLog
 
@@ -236,10 +236,9 @@ class Runtime:
 
     def _require_memory(self) -> None:
         """Modes that answer from stored memory refuse a tenant that has none, rather than
-        generate from nothing (stops at the first record found: no graft list built per ask)."""
+        generate from nothing (the graft index counts the routable grafts: no row read per ask)."""
         tenant = self.config.tenant
-        has_grafts = any(r.meta.get("identity") == self.lm.identity for r in self.store.records(tenant, GRAFT))
-        if next(iter(self.store.records(tenant, DOCUMENT)), None) is None and not has_grafts:
+        if not len(self.grafts.index()) and next(iter(self.store.records(tenant, DOCUMENT)), None) is None:
             raise UserInputError(f"the store at {self.config.store} holds no documents or memories for tenant "
                                  f"{tenant!r}: run `grm ingest PATH` first")
 

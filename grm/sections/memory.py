@@ -16,7 +16,8 @@ from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
 from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
 from grm.route import CHANNELS, Channels, Hit, combine, search
-from grm.route.dense import decode_key, encode_key, query_key, routing_key, score
+from grm.route.dense import encode_key, key_width, query_key, routing_key
+from grm.route.index import DENSE_CANDIDATES, DenseIndex, candidates
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
@@ -37,6 +38,7 @@ class SectionConfig:
 class SectionMemory:
     def __init__(self, exact: ExactMemory, config: SectionConfig) -> None:
         self.exact, self.config = exact, config
+        self._index: DenseIndex | None = None
 
     def plan(self, text: str) -> int:
         return len(split_blocks(text, self.exact.lm.tokenizer, self.config.section_tokens))
@@ -79,21 +81,31 @@ class SectionMemory:
         lexical = {} if channel == "dense" else {
             h.record.key: h for h in search(ex.store, ex.tenant, question, BLOCK, self.config.channels.lexical,
                                             keep=lambda r: r.parent == ex.sink_fp)}
-        dense = {} if channel == "lexical" else self._dense_scores(question)
-        return combine(lexical, dense, channel, self.config.channels.dense_weight)[:k]
+        dense, bounds = ({}, None) if channel == "lexical" else self._dense_scores(question, lexical, k)
+        return combine(lexical, dense, channel, self.config.channels.dense_weight, bounds)[:k]
 
-    def _dense_scores(self, question: str) -> dict[str, tuple[Record, float]]:
-        """key -> (record, cosine of the question's routing key with the section's), for every
-        section read after the sinks that carries a dense key of this geometry."""
+    def index(self) -> DenseIndex:
+        """The in-memory dense index of the sections read after the sinks (grm/route/index.py),
+        built on first use and kept in step with the store by its LSN."""
+        if self._index is None:
+            ex = self.exact
+            self._index = DenseIndex(ex.store, ex.tenant, BLOCK, key_width(ex.dialect, self.config.channels.dense),
+                                     lambda r: r.state == "active" and r.parent == ex.sink_fp)
+        return self._index
+
+    def _dense_scores(self, question: str, lexical: dict[str, Hit], k: int) -> tuple[dict, tuple[float, float] | None]:
+        """(candidates' cosines, (lowest, highest) cosine over every section read after the sinks
+        that carries a dense key of this geometry): the lexical hits and the best by cosine."""
         ex = self.exact
         ids = ex.lm.tokenizer.encode(question.strip())
         q = query_key(ex.lm.model, ex.sinks(), ids, ex.dialect, self.config.channels.dense)
-        out: dict[str, tuple[Record, float]] = {}
-        for rec in ex.store.children(ex.tenant, BLOCK, ex.sink_fp):
-            key = decode_key(rec.meta.get("dense", ""), q)
-            if key is not None:
-                out[rec.key] = (rec, score(q, key))
-        return out
+        scores = self.index().dense(q)
+
+        def fetch(key: str) -> Record | None:
+            rec = ex.store.get(ex.tenant, BLOCK, key)
+            return rec if rec is not None and rec.state == "active" and rec.parent == ex.sink_fp else None
+
+        return candidates(scores, lexical, fetch, max(DENSE_CANDIDATES, 8 * k)), scores.bounds()
 
     def load(self, rec: Record) -> tuple[KV | None, list[int]]:
         """A selected section's K/V, verified (None = miss), and its token ids."""

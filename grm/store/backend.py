@@ -27,6 +27,9 @@ Optional abilities are separate Protocols, checked with isinstance (never hasatt
 - `ScatterReads`: read a payload straight into the caller's buffers (the exact plane's fast path).
 - `DurabilityControl`: switch the durability mode and flush (local store; Redis durability is the
   server's own setting).
+- `ChangeFeed`: the rows of a (tenant, kind) written since an LSN, for a caller keeping a derived
+  index in step with the store (graft routing's dense-key matrix, grm/grafts/index.py); without
+  it the caller re-reads `records` whenever `last_lsn` moves.
 
 Record kinds are the constants of `grm.store.kinds`.
 """
@@ -129,6 +132,21 @@ class ScatterReads(Protocol):
         """`plan(header JSON)` returns buffers covering the tensor bytes in file order, or None.
         True only if what was read is exactly the record's bytes (size and SHA-256). False is not
         a verdict: the caller falls back to `read_payload`, which decides, counts and logs."""
+        ...
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """Optional: what changed in one (tenant, kind) since an LSN."""
+
+    def rows_since(self, tenant: str, kind: str, lsn: int) -> tuple[list[Record], int]:
+        """(the rows of (tenant, kind) whose last write is after `lsn`, in any state, oldest
+        first; how many rows (tenant, kind) holds now), read together. A row deleted since shows
+        only in the count: a caller whose rows outnumber it asks `keys`."""
+        ...
+
+    def keys(self, tenant: str, kind: str) -> set[str]:
+        """The keys of every row of (tenant, kind), in any state (no row is read)."""
         ...
 
 

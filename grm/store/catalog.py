@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS rows(
   text TEXT, state TEXT NOT NULL, lsn INTEGER NOT NULL, crc INTEGER NOT NULL,
   UNIQUE(tenant, kind, key));
 CREATE INDEX IF NOT EXISTS rows_parent ON rows(tenant, kind, parent);
+CREATE INDEX IF NOT EXISTS rows_lsn ON rows(tenant, kind, lsn);
 CREATE VIRTUAL TABLE IF NOT EXISTS rows_fts USING fts5(tag, text, content='rows', content_rowid='id');
 CREATE TRIGGER IF NOT EXISTS rows_ai AFTER INSERT ON rows BEGIN
   INSERT INTO rows_fts(rowid, tag, text) VALUES (new.id, new.tag, new.text);
@@ -338,6 +339,21 @@ class Catalog:
                 "SELECT tenant, kind, sum(size) FROM (SELECT tenant, kind, max(payload_size) AS size FROM rows "
                 "WHERE payload IS NOT NULL GROUP BY tenant, kind, payload) GROUP BY tenant, kind").fetchall()
         return counts, sizes
+
+    def since(self, tenant: str, kind: str, lsn: int) -> tuple[list[Record], int]:
+        """(rows of (tenant, kind) written after `lsn`, how many rows (tenant, kind) holds), read
+        together; both through the (tenant, kind, lsn) index."""
+        with self.lock:
+            vs = self.conn.execute(_SELECT + " WHERE tenant = ? AND kind = ? AND lsn > ? ORDER BY lsn",
+                                   (tenant, kind, lsn)).fetchall()
+            n = self.conn.execute("SELECT count(*) FROM rows WHERE tenant = ? AND kind = ?",
+                                  (tenant, kind)).fetchone()[0]
+        return [_record(v) for v in vs], n
+
+    def keys(self, tenant: str, kind: str) -> set[str]:
+        with self.lock:
+            return {k for (k,) in self.conn.execute("SELECT key FROM rows WHERE tenant = ? AND kind = ?",
+                                                   (tenant, kind))}
 
     def count(self) -> int:
         with self.lock:

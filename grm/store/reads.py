@@ -49,6 +49,17 @@ class StoreReads:
             check_name("kind", kind)
         return (exported(r) for r in self._state.records(tenant, kind))
 
+    def rows_since(self: Store, tenant: str, kind: str, lsn: int) -> tuple[list[Record], int]:
+        """See `grm.store.backend.ChangeFeed`."""
+        self._check_open()
+        rows, n = self._state.since(check_name("tenant", tenant), check_name("kind", kind), lsn)
+        return [exported(r) for r in rows], n
+
+    def keys(self: Store, tenant: str, kind: str) -> set[str]:
+        """See `grm.store.backend.ChangeFeed`."""
+        self._check_open()
+        return self._state.keys(check_name("tenant", tenant), check_name("kind", kind))
+
     def read_payload(self: Store, record: Record) -> bytes | None:
         """The payload bytes if the file decodes (and, encrypted, authenticates under the
         record's tenant, kind and key) to `record.payload_size` bytes that re-hash to

@@ -64,6 +64,14 @@ class HostState:
                 out.extend(list(d.values()))
         return out
 
+    def since(self, tenant: str, kind: str, lsn: int) -> tuple[list[Record], int]:
+        """(rows of (tenant, kind) written after `lsn`, oldest first; how many rows it holds)."""
+        d = dict(self._rows.get((tenant, kind), {}))
+        return sorted((r for r in d.values() if r.lsn > lsn), key=lambda r: r.lsn), len(d)
+
+    def keys(self, tenant: str, kind: str) -> set[str]:
+        return set(self._rows.get((tenant, kind), {}))
+
     def put(self, rec: Record) -> None:
         d = self._rows.setdefault((rec.tenant, rec.kind), {})
         old = d.get(rec.key)
@@ -233,6 +241,12 @@ class CatalogState(HostState):
 
     def records(self, tenant: str | None = None, kind: str | None = None) -> list[Record]:
         return self._read(lambda: list(self.catalog.select(tenant, kind)))
+
+    def since(self, tenant: str, kind: str, lsn: int) -> tuple[list[Record], int]:
+        return self._read(lambda: self.catalog.since(tenant, kind, lsn))
+
+    def keys(self, tenant: str, kind: str) -> set[str]:
+        return self._read(lambda: self.catalog.keys(tenant, kind))
 
     def iter_all(self) -> Iterator[Record]:
         return self.catalog.select()
