@@ -96,6 +96,26 @@ TEMPLATES = {
          ("How many spectators does the {n} stadium seat?", "The {n} stadium seats"),
          ("What is the seating capacity of the {n} stadium?", "The seating capacity of the {n} stadium is")),
     ],
+    # BLIND: written on 2026-12-01 06:15 UTC and committed before the lead rules were next changed
+    # (grm/runtime/lead.py after commit 3e7c618): the split those changes are judged on.
+    "blind": [
+        ("The {n} aquarium keeps {x} fish in its main tank.",
+         ("How many fish does the {n} aquarium keep in its main tank?", "The {n} aquarium keeps"),
+         ("How many fish live in the main tank of the {n} aquarium?",
+          "The number of fish that live in the main tank of the {n} aquarium is")),
+        ("The {n} hostel's front door code is {x}.",
+         ("What is the {n} hostel's front door code?", "The {n} hostel's front door code is"),
+         ("Which code opens the front door of the {n} hostel?", "The code that opens the front door of the {n} hostel is")),
+        ("The {n} glacier has retreated {x} metres since 1950.",
+         ("How far has the {n} glacier retreated since 1950?", "The {n} glacier has retreated"),
+         ("By how many metres has the {n} glacier shrunk since 1950?", "Since 1950 the {n} glacier has shrunk by")),
+        ("The {n} choir was formed in {x}.",
+         ("When was the {n} choir formed?", "The {n} choir was formed in"),
+         ("What year did the {n} choir start singing together?", "The {n} choir started singing together in")),
+        ("Route {x} is the bus line to the {n} hospital.",
+         ("Which bus line goes to the {n} hospital?", "The bus line to the {n} hospital is route"),
+         ("What bus should I take to get to the {n} hospital?", "To get to the {n} hospital you should take bus")),
+    ],
 }
 
 
@@ -127,7 +147,10 @@ def contexts(docs: list[str], fact_list: list[dict], skip: int) -> list[str]:
     return out
 
 
-def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list[dict]], docs: list[str]) -> dict:
+def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list[dict]], docs: list[str],
+              only: tuple[str, ...] | None = None) -> dict:
+    """Every split's facts asked in every form; `only`: just these splits (each split still reads
+    the articles it reads in a full run)."""
     from grm.kv import cache_from_kv, kv_from_cache
     from grm.kv.forward import prefill
     from grm.runtime import Runtime
@@ -146,6 +169,8 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
             rows = []
             texts = contexts(docs, fs, skip)
             skip += len(fs)
+            if only and split not in only:
+                continue
             for f, text in zip(fs, texts):
                 cache = cache_from_kv(sinks)
                 ids = tok.encode(text)
@@ -213,13 +238,22 @@ def main(args: argparse.Namespace) -> int:
     res = {"models": {}}
     with tempfile.TemporaryDirectory() as d:
         for m in models:
-            res["models"][m] = ask_model(m, threads, Path(d) / m, split_facts, docs)
+            res["models"][m] = ask_model(m, threads, Path(d) / m, split_facts, docs, getattr(args, "splits", None))
     res["seconds"] = time.perf_counter() - t0
     name, flag = ("questions", "") if not args.model else (f"questions-{args.model}", f" --model {args.model}")
+    only = getattr(args, "splits", None)
+    if only:
+        name, flag = f"{name}-{'-'.join(only)}", f"{flag} --splits {','.join(only)}"
     write_results(name, res, _table(res), f"python bench/questions.py --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0
 
 
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--splits", type=lambda t: tuple(t.split(",")), default=None,
+                   help=f"only these splits, comma-separated (of {', '.join(TEMPLATES)}); each reads the articles "
+                        "it reads in a full run")
+
+
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, _flags)

@@ -76,22 +76,25 @@ def make_facts(n: int, rng: random.Random) -> list[dict]:
     return facts
 
 
-FORMS_TUNE, FORMS_HELD = 30, 20  # 50 facts in the first FORMS_ARTICLES articles: a ceiling read per
-FORMS_ARTICLES = 150  # probe and form costs a 1,500-token prefill, so this part fits ~20 min on 2 shared cores
+FORMS_TUNE, FORMS_HELD, FORMS_BLIND = 30, 20, 20  # 70 facts in the first FORMS_ARTICLES articles: a
+FORMS_ARTICLES = 150  # ceiling read per probe and form costs a 1,500-token prefill (~28 min on 2 cores)
 
 
 def forms_facts(rng: random.Random) -> list[dict]:
-    """FORMS_TUNE facts on this file's templates + FORMS_HELD on questions.py's held-out ones,
-    each with its plain and primed question and `split`."""
+    """FORMS_TUNE facts on this file's templates, FORMS_HELD on questions.py's held-out ones and
+    FORMS_BLIND on its blind ones (paraphrase questions), each with its plain and primed question
+    and `split`."""
     from questions import TEMPLATES as Q_TEMPLATES
 
-    held = [(stmt, q, lead) for stmt, _, (q, lead) in Q_TEMPLATES["held-out"]]
+    held, blind = ([(stmt, q, lead) for stmt, _, (q, lead) in Q_TEMPLATES[s]] for s in ("held-out", "blind"))
     names: set[str] = set()
-    while len(names) < FORMS_TUNE + FORMS_HELD:
+    while len(names) < FORMS_TUNE + FORMS_HELD + FORMS_BLIND:
         names.add("".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize())
     facts = []
     for i, name in enumerate(sorted(names)):
-        split, templates, j = ("tune", TEMPLATES, i) if i < FORMS_TUNE else ("held-out", held, i - FORMS_TUNE)
+        split, templates, j = (("tune", TEMPLATES, i) if i < FORMS_TUNE else
+                               ("held-out", held, i - FORMS_TUNE) if i < FORMS_TUNE + FORMS_HELD else
+                               ("blind", blind, i - FORMS_TUNE - FORMS_HELD))
         stmt, question, lead = templates[j % len(templates)]
         x = str(rng.randint(1000, 9999))
         facts.append({"name": name, "answer": x, "split": split, "statement": stmt.format(n=name, x=x),
@@ -198,10 +201,10 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
             probes.append(row)
             print(f"[{qi + 1}/{len(facts)}] {fact['answer']} plain={row['plain']['memory'][:30]!r} "
                   f"primed={row['primed']['memory'][:30]!r} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    totals, lines = forms_table(probes, "split", ("tune", "held-out", "all"))
+    totals, lines = forms_table(probes, "split", ("tune", "held-out", "blind", "all"))
     table = [f"{args.model or 'smollm2-135m'}, fp32, greedy, {max_new} new tokens; {len(facts)} invented facts "
              f"({FORMS_TUNE} on recall.py's templates = the lead rules' tune set, {FORMS_HELD} on questions.py's "
-             f"held-out templates) at depths 1%-99% of the first {FORMS_ARTICLES} Lee news articles "
+             f"held-out templates, {FORMS_BLIND} on its blind ones) at depths 1%-99% of the first {FORMS_ARTICLES} Lee news articles "
              f"({ingest.blocks} sections, ingest "
              f"{ingest_s:.0f} s); `grafts` mode through Runtime.ask with default flags. Memory = the answer; "
              "ceiling = the sections memory mounted, same order, read as text + the same question. A probe counts "
