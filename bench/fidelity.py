@@ -146,6 +146,33 @@ UPDATES = {
         ("Our family doctor's office is on Elm Street.", "Our family doctor's office relocated to Birch Avenue.",
          "Where is our family doctor's office?", "Elm Street", "Birch Avenue"),
     ],
+    # FRESH-3: written 2026-12-01 06:10 UTC and committed before the session-7 changes to the update
+    # rules, by someone other than their author, who does not read this list: the blind measure
+    "fresh3": [
+        ("My hairdresser is Lena.", "I've started going to Marco for haircuts instead of Lena.",
+         "Who is my hairdresser?", "Lena", "Marco"),
+        ("The parking permit number is 5512.", "The council issued a new parking permit, number 9047.",
+         "What is the parking permit number?", "5512", "9047"),
+        ("Our standup is at 9 am.", "From Monday the standup starts at 10 am.", "When is our standup?", "9 am", "10 am"),
+        ("My phone plan is with Tello.", "I ported my number over to Mint Mobile last week.",
+         "Who is my phone plan with?", "Tello", "Mint"),
+        ("The recycling pickup is on Tuesday.", "Recycling pickup switched to Thursdays this month.",
+         "When is the recycling pickup?", "Tuesday", "Thursday"),
+        ("My bike is stored in the basement.", "The bike lives in the shed now.", "Where is my bike stored?",
+         "basement", "shed"),
+        ("The alarm PIN is 2046.", "Security rotated the alarm PIN; it is 7731 from today.", "What is the alarm PIN?",
+         "2046", "7731"),
+        ("Our landlord is Mr. Hale.", "The building was sold and Ms. Ortiz is our landlord now.",
+         "Who is our landlord?", "Hale", "Ortiz"),
+        ("My piano lesson is on Monday.", "Piano lessons are Saturdays from now on.", "When is my piano lesson?",
+         "Monday", "Saturday"),
+        ("The backup server is Atlas.", "We retired Atlas; backups go to the server Juno.", "What is the backup server?",
+         "Atlas", "Juno"),
+        ("My French tutor is Camille.", "Camille got too busy, so Antoine tutors me in French now.",
+         "Who is my French tutor?", "Camille", "Antoine"),
+        ("The book club meets at the library.", "The book club meets at Rosa's cafe these days.",
+         "Where does the book club meet?", "library", "Rosa"),
+    ],
 }
 
 # updates the rules were not written for (no rule reads them): the model-backed extractor's test
