@@ -24,7 +24,8 @@ is a process that uses a store of that size, not the one that generated it. Per 
 
 `python bench/scale.py [--quick] [--sizes 10000,100000]` or `grm bench scale [--quick]`;
 `python bench/scale.py --one N DIR` measures one size (JSON on stdout), `--grafts N DIR [THREADS]`
-its graft routing, and `python bench/scale.py --from A.json B.json ...` tables such runs (the
+its graft routing (`--graft-build` then `--graft-use`, which can be run apart: the use phase
+re-measured on a store already built), and `python bench/scale.py --from A.json B.json ...` tables such runs (the
 outputs of one size merged into one row).
 """
 
@@ -203,11 +204,22 @@ def _graft_questions(n: int) -> list[str]:
 
 
 def grafts(n: int, root: Path, threads: int = 1) -> dict:
-    """Graft routing at size n: n - n/10 filler rows (tenant "bench"), then n/10 grafts of
-    GRAFT_MODEL harvested for real in the runtime's tenant (each span read alone after the sinks,
-    its K/V and dense keys stored as a chat turn's are), half evidence, half document; then
-    GRAFT_QUERIES plain-text questions through `GraftMemory.route` and through
-    `Runtime.ask(mode="grafts", max_new_tokens=1)`, each in a fresh process's warm runtime."""
+    """Graft routing at size n: `graft_build`, then `graft_use` in a fresh process."""
+    out = graft_build(n, root, threads)
+    done = subprocess.run([sys.executable, __file__, "--graft-use", str(n), str(root), str(threads)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr else "graft use phase failed")
+    out.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    out["graft_disk_bytes"] = _du(root)
+    return out
+
+
+def graft_build(n: int, root: Path, threads: int = 1) -> dict:
+    """n - n/10 filler rows (tenant "bench"), then n/10 grafts of GRAFT_MODEL harvested for real
+    in the runtime's tenant (each span read alone after the sinks, its K/V and dense keys stored
+    as a chat turn's are), half evidence, half document. `graft_use` then asks GRAFT_QUERIES
+    plain-text questions through `GraftMemory.route` and `Runtime.ask(mode="grafts")`."""
     import torch
 
     from grm.runtime.runtime import Runtime
@@ -229,12 +241,6 @@ def grafts(n: int, root: Path, threads: int = 1) -> dict:
         out["graft_harvest_per_s"] = g / out["graft_harvest_s"]
     finally:
         rt.close()
-    done = subprocess.run([sys.executable, __file__, "--graft-use", str(n), str(root), str(threads)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr else "graft use phase failed")
-    out.update(json.loads(done.stdout.strip().splitlines()[-1]))
-    out["graft_disk_bytes"] = _du(root)
     return out
 
 
@@ -250,6 +256,9 @@ def graft_use(n: int, root: Path, threads: int = 1) -> dict:
     out["graft_open_s"] = time.perf_counter() - t
     questions = _graft_questions(n)
     try:
+        t = time.perf_counter()
+        len(rt.grafts.index())  # the dense-key index: every graft row read once, at the first query
+        out["graft_index_build_s"] = time.perf_counter() - t
         rt.grafts.route(questions[0])  # warm: the first dense query key builds the model's caches
         lat, cpu, found = [], [], 0
         for q in questions:
@@ -267,6 +276,7 @@ def graft_use(n: int, root: Path, threads: int = 1) -> dict:
             rt.grafts.route(q, channel="lexical")
             lat.append((time.perf_counter() - t) * 1000)
         out |= {"graft_route_lexical_p50_ms": _pct(lat, 0.5), "graft_route_lexical_p99_ms": _pct(lat, 0.99)}
+        out |= _route_after_writes(rt, questions)
         lat, modes = [], {}
         for i, q in enumerate(questions):
             t = time.perf_counter()
@@ -281,6 +291,30 @@ def graft_use(n: int, root: Path, threads: int = 1) -> dict:
         rt.close()
     out["graft_rss_mb"] = _peak_rss_mb()
     return out
+
+
+def _route_after_writes(rt, questions: list[str], writes: int = 20) -> dict:
+    """Route right after each of `writes` new grafts (the index reads only the rows written since:
+    `ChangeFeed.rows_since`), then once after deleting them (a delete re-reads the listing)."""
+    import uuid
+
+    import torch
+
+    from grm.store.kinds import GRAFT
+
+    glue, lat, made = rt.policy_glue(), [], []
+    for i in range(writes):
+        with torch.no_grad():
+            made.append(glue.read_alone(f"A fresh note {uuid.uuid4().hex[:8]}.", "evidence", f"write:{i}", {}).id)
+        t = time.perf_counter()
+        rt.grafts.route(questions[i % len(questions)])
+        lat.append((time.perf_counter() - t) * 1000)
+    for gid in made:
+        rt.store.delete(rt.grafts.tenant, GRAFT, gid)
+    t = time.perf_counter()
+    rt.grafts.route(questions[0])
+    return {"graft_route_after_write_p50_ms": _pct(lat, 0.5), "graft_route_after_write_max_ms": max(lat),
+            "graft_route_after_delete_ms": (time.perf_counter() - t) * 1000}
 
 
 def _peak_rss_mb() -> float:
@@ -374,22 +408,27 @@ NOTES = """
   to hold 3,000 of it are scored. Ranking in the FTS index first, then filtering by tenant,
   kind and state (exact whenever enough rows pass, else the joined query). Smaller catalogs are
   searched exactly as asked: on the recall benchmark's corpus (87 sections, 100 questions) the
-  top-50 lists are identical before and after, with or without the size gate. The p99 wall
-  times are taken on a shared 2-core machine with a load average of 7-10 from other work: a
-  query is preempted now and then, so the CPU time per query (`route_cpu_p50_ms`,
-  `route_cpu_p99_ms` in the JSON) is given beside it.
-- **How this table was made**: each size filled once (`--one N DIR`); for 10^5 and 10^6 the use
+  top-50 lists are identical before and after, with or without the size gate. The CPU time per
+  query (`route_cpu_p50_ms`, `route_cpu_p99_ms` in the JSON) is kept beside the wall time.
+- **How this table was made** (2026-12-01 05:59-06:09 UTC, load average 1-3: at times another
+  benchmark ran beside it): each size filled once (`--one N DIR`); for 10^5 and 10^6 the use
   phase (`--use N DIR`: open after a checkpoint, rebuild, fsck, routing, RSS) was run again on
-  the filled store, because the first run's peak RSS (ru_maxrss) carried the filling parent's
-  peak across exec (now VmHWM). "Open as left" and "checkpoint" are the first run's; the first
-  run's other use figures are kept in the JSON (`first_use`): its routing p99 was 27.1 ms at 10^5
-  (load ~7) and 46.3 ms at 10^6 (the store tests were running beside it), CPU p99 5.9 / 9.5 ms.
+  the filled store, as in the session before. "Open as left" and "checkpoint" are the first
+  run's; its other use figures are kept in the JSON (`first_use`): routing p99 3.9 ms at 10^5
+  and 9.3 ms at 10^6, peak RSS 630 MB at 10^6 (that open replayed the fill's live log). The
+  catalog now also indexes (tenant, kind, lsn), for the routers' change feed (below). The
+  previous table (2026-12-01 04:20 UTC, load average 6-11) had the same shape: write 1,067 /
+  888 / 881 rows/s, routing p99 14.0 / 11.6 / 19.2 ms, catalog rebuild 0.65 / 6.9 / 80 s, fsck
+  0.9 / 6.2 / 53 s, peak RSS 265 / 291 / 338 MB: wall times on these machines move with the load
+  more than with the change.
 - **Not bounded yet**: recovery parses every live log frame into memory (`grm.store.log.
   read_segment`) before replaying: the filling process peaked at 2.35 GB opening the 10^6 store
   that has no checkpoint (the whole log live); with the default cadence the live log is at most
-  a quarter of the rows (open as left at 10^6: 3.5 s; checked apart: 128,000 live frames over
-  the 10^6 store opened in 5.0 s at a peak RSS of 311 MB, store imports only). `records(tenant, kind)` still returns
-  every matching row (O(matches) per call), and gc's scans are O(rows).
+  a quarter of the rows (open as left at 10^6: 1.5 s; checked apart in the session before:
+  128,000 live frames over the 10^6 store opened in 5.0 s at a peak RSS of 311 MB; the graft
+  store below, 128,000 live graft frames, 5.4 s and 1,022 MB). `records(tenant, kind)` still
+  returns every matching row (O(matches) per call; the routers no longer call it per query), and
+  gc's scans are O(rows).
 - **Write rate** is bounded by fsyncs (durability normal: the log once per transaction, each
   payload file and its folder before the log record naming it).
 """
@@ -398,56 +437,68 @@ NOTES = """
 GRAFT_INTRO = ("## Graft routing (what `ask --mode grafts` does before mounting)\n\n"
                f"A store of N rows of which N/{GRAFT_SHARE} are grafts of `{GRAFT_MODEL}` (`--grafts N DIR`); "
                f"{GRAFT_QUERIES} plain-text questions, half about a stored graft, half drawn from the vocabulary.")
-GRAFT_COLUMNS = ("| records | grafts | harvest (grafts/s) | `GraftMemory.route` p50 (ms) | p99 (ms) | CPU p99 (ms) "
-                 "| routed something | lexical channel alone p50 / p99 (ms) | `ask --mode grafts` p50 (ms) | p99 (ms) | p99, held questions (ms) "
-                 "| ask outcomes | peak RSS (MB) |")
+GRAFT_COLUMNS = ("| records | grafts | harvest (grafts/s) | index built at the first query (s) | `GraftMemory.route` p50 (ms) "
+                 "| p99 (ms) | CPU p99 (ms) | routed something | lexical channel alone p50 / p99 (ms) "
+                 "| route right after a write, p50 / max (ms) | after 20 deletes (ms) | `ask --mode grafts` p50 (ms) "
+                 "| p99 (ms) | p99, held questions (ms) | ask outcomes | peak RSS (MB) |")
 
 
 def _fmt_grafts(r: dict) -> str:
     if "graft_route_p50_ms" not in r:
-        return f"| {r['records']:,} | not run |" + " |" * 11
+        return f"| {r['records']:,} | not run |" + " |" * (GRAFT_COLUMNS.count("| ") - 2)
     outcomes = ", ".join(f"{k} {v}" for k, v in r["graft_ask_outcomes"].items())
-    return (f"| {r['records']:,} | {r['graft_rows']:,} | {r['graft_harvest_per_s']:.0f} | {r['graft_route_p50_ms']:.1f} "
-            f"| {r['graft_route_p99_ms']:.1f} | {r['graft_route_cpu_p99_ms']:.1f} | {r['graft_route_found_rate']:.0%} "
-            f"| {r.get('graft_route_lexical_p50_ms', float('nan')):.1f} / {r.get('graft_route_lexical_p99_ms', float('nan')):.1f} "
+    nan = float("nan")
+    return (f"| {r['records']:,} | {r['graft_rows']:,} | {r['graft_harvest_per_s']:.0f} "
+            f"| {r.get('graft_index_build_s', nan):.2f} | {r['graft_route_p50_ms']:.1f} "
+            f"| {r['graft_route_p99_ms']:.1f} | {r['graft_route_cpu_p99_ms']:.1f} | {r['graft_route_found_rate']:.1%} "
+            f"| {r.get('graft_route_lexical_p50_ms', nan):.1f} / {r.get('graft_route_lexical_p99_ms', nan):.1f} "
+            f"| {r.get('graft_route_after_write_p50_ms', nan):.1f} / {r.get('graft_route_after_write_max_ms', nan):.1f} "
+            f"| {r.get('graft_route_after_delete_ms', nan):.1f} "
             f"| {r['graft_ask_p50_ms']:.1f} | {r['graft_ask_p99_ms']:.1f} | {r['graft_ask_held_p99_ms']:.1f} "
             f"| {outcomes} | {r['graft_rss_mb']:.0f} |")
 
 
 GRAFT_NOTES = """
-- **What was run**: `--grafts N DIR 1` (one torch thread) at 10^4 and 10^5, each in its own store:
-  N - N/10 filler rows (the table above's rows, tenant `bench`), then N/10 grafts harvested for
-  real with `tiny-random-llama` in the runtime's tenant (`PolicyGlue.read_alone`: the span read
-  alone after the sinks, K/V payload and dense keys stored, half kind evidence, half document;
-  document grafts here carry their own payload rather than sharing a section block), 12 words
-  each from a letters-only Zipf vocabulary (~80 tokens with the byte-level tokenizer). 200
-  questions "What about A and B and C?": even ones take 3 words of one stored graft, odd ones
-  2-4 words drawn from the vocabulary. Latencies are wall time in a warm runtime; the route's
-  CPU time per query is given beside it (the machine is shared: load average 5-6). The tail
-  at 10^4 (p99 5.8x p50 in CPU time too) is Python's cyclic garbage collector, run by the
-  objects each query builds: with `gc.disable()` the 5 slowest of 200 routes took 68-74 ms
-  instead of 257-283 ms (p50 45 ms). Held questions all routed and mounted; drawn ones abstain
-  less as the store grows (more grafts share their words). Disk: 48 MiB at 10^4, 481 MiB at
-  10^5 (`graft_disk_bytes`: the grafts' K/V payloads). The first table's rows are the earlier
-  `--one` runs (04:20 UTC), unchanged.
-- **Graft routing does not meet the routing targets**: p99 928 ms at 10^5 rows (10^4 grafts)
-  against < 20 ms. It is linear in the tenant's grafts: the dense channel
-  (`GraftMemory._dense_scores`) reads every graft row of the tenant (`store.records`), copies
-  its meta (the token-id list included) and decodes its dense key, on every query, although
-  the combined channel (`require_lexical`) mounts only grafts the lexical channel found. The
-  lexical channel alone (same `route`, `channel="lexical"`) stays at a few ms (10^5: p99 2.5 ms).
-  Scoring dense keys only for the lexical hits is not a drop-in fix: `combine` rescales the
-  cosines over the whole candidate set (min/max over every graft), so the ranking would move;
-  a dense-key matrix kept in memory (rebuilt when the store's LSN moves) would keep the scores
-  and make the scan one matrix product.
-- **`ask --mode grafts` is about 2.6-3x the route**: each ask reads every graft row again, three
-  more times: the abstain floor's document frequencies over every graft text
-  (`GraftMemory.grounding`), and the policy plane's exclusions (`PolicyGlue.exclusions`:
-  `grafts(kind="fact")` builds every graft, then filters by kind); the mount and the one
-  generated token are a few ms with this model.
-- **10^6 not run**: its fill is ~17 min of filler rows plus 10^5 harvests at ~60/s (~27 min), and
-  at the measured linear cost 200 routes and 200 asks would take over an hour; it did not fit
-  the session. Linear extrapolation (not measured): ~7 s per route, ~19 s per ask.
+- **What was run**: `--graft-build N DIR 1` then `--graft-use N DIR 1` (one torch thread) at
+  10^4, 10^5 and 10^6, each in its own store: N - N/10 filler rows (the table above's rows,
+  tenant `bench`), then N/10 grafts harvested for real with `tiny-random-llama` in the
+  runtime's tenant (`PolicyGlue.read_alone`: the span read alone after the sinks, K/V payload
+  and dense keys stored, half kind evidence, half document; document grafts here carry their
+  own payload rather than sharing a section block), 12 words each from a letters-only Zipf
+  vocabulary (~80 tokens with the byte-level tokenizer: three dense keys per graft, its
+  centroid and two chunks). 200 questions "What about A and B and C?": even ones take 3 words
+  of one stored graft, odd ones 2-4 words drawn from the vocabulary. Latencies are wall time
+  in a warm runtime; the route's CPU time is given beside it (numpy's product runs on both
+  cores). The 10^6 store was checkpointed after its build (`Store.checkpoint`, 9.1 s) before
+  the run in the table; as the build left it (128,000 frames since the last checkpoint) the
+  same run opened in 5.4 s at a peak RSS of 1,022 MB, the routes unchanged (p50 / p99 25.8 /
+  30.6 ms with the fp16 matrix of that run). Disk: 51 MiB at 10^4, 486 MiB at 10^5, 4.7 GiB
+  at 10^6 (`graft_disk_bytes`: mostly the grafts' K/V payloads).
+- **How graft routing stays flat**: the dense channel scores an in-memory index
+  (`grm/route/index.py` `DenseIndex`): every routable graft's dense keys as rows of one fp32
+  matrix (a graft's score is the best of its keys, as `grm.route.dense.score` computes it),
+  its kind and its content words' counts (the abstain floor's document frequencies). It is
+  built at the first query (one pass over the tenant's graft rows: 5.0 s at 10^6) and kept in
+  step with the store by its LSN: unchanged -> nothing read; moved -> only the rows written
+  since (`ChangeFeed.rows_since`, an index on (tenant, kind, lsn) in the catalog) and, when the
+  store's count shows rows were deleted, their keys (`ChangeFeed.keys`). A route right after a
+  write reads one row; after 20 deletes, one key listing. Candidates the dense channel adds on
+  its own (the dense channel, or combined without `require_lexical`) are re-read from the store
+  before use; the combined channel's min/max rescaling is taken over every graft, as before.
+  The index costs ~4 bytes x key width per key plus the words (~100 MB of RSS for the 100,000
+  grafts at 10^6 rows).
+- **Same answers as the pass over every row**: on the 10^4 and 10^5 stores the 200 questions
+  were routed with the code before the index (commit 3235165) and with it, combined and dense
+  channels: the same grafts in the same order for 200/200 questions at both sizes, scores
+  equal to 1e-5 (rounding of the printout); at 10^6 the index's document frequencies equal a
+  full pass's (100,000 grafts). The ask outcomes at 10^4 and 10^5 are the earlier run's,
+  count for count. At 10^6 9 of 100 held questions abstain: their 3 words are common enough
+  among 100,000 grafts that the routed grafts cover less than the abstain floor's share.
+- **Before the index** (stores built the same way, same questions, 2026-12-01 04:20 UTC, load
+  5-6): route p50 / p99
+  47 / 273 ms at 10^4 and 740 / 928 ms at 10^5; ask 150 / 409 ms and 1.9 / 2.6 s; 10^6 not run.
+  Each ask also re-read every graft row for the abstain floor's frequencies, the
+  exclusions' fact grafts and the has-memory check; those now read the index too.
 """
 
 
@@ -478,7 +529,7 @@ def main(args) -> int:
         rows = [by_size[n] for n in sorted(by_size)]
         sizes = tuple(r["records"] for r in rows)
         cmd = "python bench/scale.py --one N DIR (each size on its own, N = " + ", ".join(map(str, sizes)) + \
-            "); python bench/scale.py --grafts N DIR 1 (N = " + \
+            "); python bench/scale.py --graft-build N DIR 1, then --graft-use N DIR 1 (N = " + \
             ", ".join(str(r["records"]) for r in rows if "graft_rows" in r) + \
             "); python bench/scale.py --from THEIR-OUTPUTS"
     else:
@@ -502,8 +553,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] in ("--one", "--use"):
         print(json.dumps((one if sys.argv[1] == "--one" else use)(int(sys.argv[2]), Path(sys.argv[3]))))
         sys.exit(0)
-    if len(sys.argv) > 1 and sys.argv[1] in ("--grafts", "--graft-use"):
-        run = grafts if sys.argv[1] == "--grafts" else graft_use
+    if len(sys.argv) > 1 and sys.argv[1] in ("--grafts", "--graft-build", "--graft-use"):
+        run = {"--grafts": grafts, "--graft-build": graft_build, "--graft-use": graft_use}[sys.argv[1]]
         print(json.dumps(run(int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1)))
         sys.exit(0)
     import argparse
