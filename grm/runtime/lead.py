@@ -14,7 +14,13 @@ plain questions, so `answer_lead` derives the lead from the question's own words
     Where is/are X?             -> X is/are in          Where does/did S <verb> (to)? -> S <verb>s (to|in)
     How many N does/did S <verb>? -> S <verb>s/<verb>ed
     How many N <verb>ed Y?      -> The number of N that <verb>ed Y was
+    How many N <verb> Y?        -> The number of N that <verb> Y is
     How long/much/old/... is X? -> X is
+    Which/What N <verb>s Y?     -> The N that <verb>s Y is
+    Which/What N does/did S <verb> Y? -> The N S <verb>s/<verb>ed Y is/was
+    Which/What N should/can/will S <verb> Y? -> The N S should/can/will <verb> Y is
+    What year/month/day/time did/does S <verb> Y? -> S <verb>ed/<verb>s Y in/on/at
+    In/On/At/By/For what N ...? -> the same clause, then the preposition
 A question no rule covers gets no lead (None): the caller asks it plain. A question that already
 starts its own answer ("...\\nAnswer: ...") is never touched. First and second person swap (my ->
 your, I -> you), since the answer speaks to the asker.
@@ -49,6 +55,10 @@ collect export import borrow lend owe plant harvest catch bake cook eat drink we
 """.split())
 PAST_FORMS = frozenset(IRREGULAR_PAST.values())
 AUX = {"does": "present", "do": "plural", "did": "past"}
+MODALS = ("should", "can", "could", "will", "would", "must", "may", "might")
+# what the answer's head noun takes before it: "What year did X open?" -> X opened in
+WHEN_NOUNS = {"year": "in", "month": "in", "decade": "in", "century": "in", "season": "in", "day": "on",
+              "date": "on", "time": "at", "hour": "at"}
 
 
 def answer_lead(question: str) -> str | None:
@@ -61,7 +71,11 @@ def answer_lead(question: str) -> str | None:
         return None
     wh = words[0].lower().rstrip(",")
     rest = words[1:]
-    lead = {"what": _what, "who": _who, "when": _when, "where": _where, "how": _how}.get(wh, lambda _: None)(rest)
+    if wh in PREPOSITIONS:
+        lead = _after_preposition(wh, rest) if len(rest) >= 3 and rest[0].lower() in ("what", "which", "how") else None
+    else:
+        lead = {"what": _what, "which": _which, "who": _who, "when": _when, "where": _where,
+                "how": _how}.get(wh, lambda _: None)(rest)
     if not lead:
         return None
     lead = " ".join(lead)
@@ -124,7 +138,7 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
 def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = True) -> list[str] | None:
     """"does my flight to Oslo leave" -> Your flight to Oslo leaves (the verb is the last word, or
     the last before a final preposition)."""
-    if len(rest) < 2 or not _subject(rest):
+    if len(rest) < 2 or not (_subject(rest) or rest[0].lower() in PRONOUNS):
         return None
     prep = rest[-1].lower() if rest[-1].lower() in PREPOSITIONS else ""
     body = rest[:-1] if prep else rest
@@ -160,13 +174,88 @@ def _what(rest: list[str]) -> list[str] | None:
     verb = rest[0].lower()
     if verb in BE:
         return _be_phrase(verb, rest[1:])
-    if verb in AUX or verb in ("can", "will", "should", "would", "could", "kind", "type", "sort"):
+    if verb in AUX or verb in MODALS or verb in ("kind", "type", "sort"):
         return None
-    # What N <verb>s Y? -> The N that <verb>s Y is
-    if len(rest) >= 3 and rest[0].isalpha() and rest[0].islower() and re.fullmatch(r"[a-z]+(s|ed)", rest[1]):
-        tense = "was" if rest[1].endswith("ed") else "is"
-        return ["The", rest[0], "that"] + _swap(rest[1:]) + [tense]
+    return _which(rest)
+
+
+def _which(rest: list[str]) -> list[str] | None:
+    """"Which/What N ..." with N one to three lower-case words, then a verb, an auxiliary or a
+    modal: the answer is "The N <the clause about it> is"."""
+    for j in range(1, min(4, len(rest))):
+        noun, w = rest[:j], rest[j]
+        if not all(n.isalpha() and n.islower() for n in noun):
+            return None
+        low = w.lower()
+        if low in AUX or low in MODALS:
+            clause = rest[j + 1:]
+            if len(clause) < 2 or not _subject(clause):
+                return None
+            when = WHEN_NOUNS.get(noun[-1]) if j == 1 and low in AUX else None
+            if when:  # What year did the choir start singing? -> The choir started singing in
+                phrase = _do_phrase(low, clause)
+                return phrase + [when] if phrase and phrase[-1].lower() not in PREPOSITIONS else phrase
+            if low in AUX:  # Which train does my sister take? -> The train your sister takes is
+                phrase = _do_phrase(low, clause)
+                return ["The", *noun, *phrase, "was" if low == "did" else "is"] if phrase else None
+            subject, verb, after = _split_modal(clause)  # Which form should I sign? -> The form you should sign is
+            return ["The", *noun, *_swap(subject), low, verb, *_swap(after), "is"] if verb else None
+        if low in BE:
+            return None  # "Which level is the car on?": the answer's shape is not "The N that is"
+        if low in PAST_FORMS or (re.fullmatch(r"[a-z]+(s|ed)", low) and _verb_form(low)):
+            # Which train goes to the airport? -> The train that goes to the airport is
+            return ["The", *noun, "that", *_swap(rest[j:]), "was" if low.endswith("ed") else "is"]
     return None
+
+
+def _split_modal(clause: list[str]) -> tuple[list[str], str, list[str]]:
+    """After a modal the verb is bare: the subject runs to the first common verb (or is a pronoun)."""
+    if clause[0].lower() in PRONOUNS or clause[0].lower() in SWAP:
+        return clause[:1], clause[1] if len(clause) > 1 else "", clause[2:]
+    return _split_clause(clause)
+
+
+def _verb_form(word: str) -> bool:
+    """`word` is a common verb (VERBS) in an -s or -ed form (goes, carries, opened, stored)."""
+    return any(stem in VERBS for stem in (word[:-1], word[:-2], word[:-3] + "y"))
+
+
+def _after_preposition(prep: str, rest: list[str]) -> list[str] | None:
+    """"In what year did the observatory open?" -> The observatory opened in; "By how many metres
+    has the glacier shrunk since 1950?" -> The glacier has shrunk since 1950 by."""
+    words = rest[1:]
+    if rest[0].lower() == "how":
+        if words[0].lower() not in ("many", "much", "long", "far"):
+            return None
+        words = words[1:]
+    for j, w in enumerate(words):  # skip the head noun ("year", "metres") to the auxiliary
+        low = w.lower()
+        if low in AUX:
+            phrase = _do_phrase(low, words[j + 1:])
+        elif low in ("has", "have", "had") and j + 2 < len(words):
+            subject, after = _perfect(words[j + 1:])
+            phrase = [*_swap(subject), low if subject[0].lower() not in ("i", "we", "you") else "have", *after] \
+                if subject else None
+        elif low in BE:
+            phrase = _be_phrase(low, words[j + 1:])
+        else:
+            if j >= 3:
+                return None
+            continue
+        return phrase + [prep] if phrase and phrase[-1].lower() not in PREPOSITIONS else phrase
+    return None
+
+
+def _perfect(clause: list[str]) -> tuple[list[str], list[str]]:
+    """"the glacier shrunk since 1950" -> (the glacier, shrunk since 1950): the participle is the
+    first -ed/-en word or irregular participle after the subject's first word."""
+    if not _subject(clause):
+        return [], []
+    for j in range(1, len(clause)):
+        w = clause[j]  # a capitalized word is a name ("the Linden glacier"), never the participle
+        if re.fullmatch(r"[a-z]+(ed|en|wn|ung|unk)", w) or w in PARTICIPLES or w in PAST_FORMS:
+            return clause[:j], clause[j:]
+    return [], []
 
 
 def _who(rest: list[str]) -> list[str] | None:
@@ -208,6 +297,9 @@ def _how(rest: list[str]) -> list[str] | None:
             if (re.fullmatch(r"[a-z]+ed", w) or w in PAST_FORMS) and j >= 2:
                 # How many N <verb>ed Y? -> The number of N that <verb>ed Y was
                 return ["The", "number", "of"] + rest[1:j] + ["that"] + _swap(rest[j:]) + ["was"]
+            if w in VERBS and j >= 2 and first == "many" and rest[j - 1].lower() not in DETERMINERS:
+                # How many N <verb> Y? -> The number of N that <verb> Y is
+                return ["The", "number", "of"] + rest[1:j] + ["that"] + _swap(rest[j:]) + ["is"]
         return None
     if first in ("long", "much", "old", "tall", "far", "big", "high", "deep", "wide", "heavy", "large", "often"):
         for j, w in enumerate(rest[1:], 1):

@@ -23,13 +23,26 @@ from grm.runtime.lead import answer_lead
     ("How many ships arrived at the port of Zeldrin last year?",
      "The number of ships that arrived at the port of Zeldrin last year was"),
     ("How long, in metres, is the Quintaro Bridge?", "The Quintaro Bridge is"),
+    ("How many people travel on the Zel ferry each week?",
+     "The number of people that travel on the Zel ferry each week is"),
+    ("Which train goes to the airport?", "The train that goes to the airport is"),
+    ("Which team won the cup?", "The team that won the cup is"),
+    ("Which level did I park on?", "The level you parked on was"),
+    ("Which extension should I dial to reach the Rimo clinic?", "The extension you should dial to reach the Rimo clinic is"),
+    ("What form should we sign?", "The form you should sign is"),
+    ("What year did the Osk library open?", "The Osk library opened in"),
+    ("At what time does the shop close?", "The shop closes at"),
+    ("In what year did the Roveldal observatory open?", "The Roveldal observatory opened in"),
+    ("For how many years did she teach?", "She taught for"),
+    ("By how much has the Linden river risen since May?", "The Linden river has risen since May by"),
 ])
 def test_wh_questions_get_the_answer_started_in_their_own_words(question, lead):
     assert answer_lead(question) == lead
 
 
 @pytest.mark.parametrize("question", [
-    "Why is the sky blue?", "What is Lisbon famous for?", "Who founded the company?", "Which level did I park on?",
+    "Why is the sky blue?", "What is Lisbon famous for?", "Who founded the company?", "Which level is the car on?",
+    "What does my brother do?", "What kind of dog is it?",
     "Tell me the code.", "What is it?", "What is the code?\nAnswer: The code is", "Is it? Or not?",
 ])
 def test_questions_no_rule_covers_get_no_lead(question):

@@ -103,8 +103,8 @@ def test_lead_off_reads_the_question_plain_and_model_asks_the_model_only_where_n
     model.ctx.model_lead = lambda question: asked.append(question) or "The code that opens the Quintar vault is"
     covered = model.ask(q, mode="grafts", max_new_tokens=3)
     assert asked == [] and covered.answer.startswith("The vault code of Quintar is")
-    uncovered = model.ask("Which code opens the Quintar vault?", mode="grafts", max_new_tokens=3)
-    assert asked == ["Which code opens the Quintar vault?"]
+    uncovered = model.ask("Whose code opens the Quintar vault?", mode="grafts", max_new_tokens=3)
+    assert asked == ["Whose code opens the Quintar vault?"]
     assert uncovered.answer.startswith("The code that opens the Quintar vault is")
 
 
