@@ -15,8 +15,12 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     I live in P                -> (i, live in, P)
     I like|love Y              -> (i, like|love, Y)       multi-valued: never a contradiction
     I|we meet|work|... in|at P -> (I|we, meet in, P)      a short list of verbs of place
-    the X is Y | Name is Y     -> (the X, is, Y)          only when Y is a number or a Name
+    the X is Y | Name is Y     -> (the X, is, Y)          only when Y is a number, a Name ("the
+                                                          Grand Plaza") or a code ("#general")
     the X is in|on|at Y        -> (the X, is, Y)          the same, "the launch is in May"
+    the X is under|behind|in.. the Y  -> (the X, is, under the Y)  a place, its preposition kept
+    the|my|our X starts|meets|lands|opens.. at|on|in Y -> (X, is, Y)  Y a number or a Name
+                                                          ("our book club meets on Tuesday")
 
 A sentence that states a plain-words update ("the launch slipped from May to June") is read by
 grm/policy/updates.py instead: one proposal whose `replaces` names the old value.
@@ -33,7 +37,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm
-from grm.policy.updates import parse_update
+from grm.policy.updates import EVENT_VERB, parse_update
 
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_WORDS = 6
@@ -51,6 +55,12 @@ _WHERE = re.compile(r"^(?P<s>i|we)\s+(?P<verb>[a-z]+)\s+(?P<p>in|at)\s+(?P<v>.+)
 _WHERE_VERBS = frozenset("meet work park train study sit shop stay eat practise practice rehearse gather".split())
 # "the launch is in May", "the party is on Friday": the value after the preposition
 _WHEN = re.compile(r"^(?:in|on|at)\s+(?P<v>.+)", re.IGNORECASE)
+# "the standup starts at 9:30", "our book club meets on Tuesday": when or where a thing happens
+_EVENT = re.compile(rf"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+{EVENT_VERB}\s+(?:at|on|in)\s+(?P<v>.+)$",
+                    re.IGNORECASE)
+# a place said with its preposition: "under the mat", "next to the door", "in the top drawer"
+_PLACE = re.compile(r"^(?:under|underneath|behind|beside|inside|next\s+to|near|above|below|in|on|at)\s+"
+                    r"(?:the|a|an|my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}$", re.IGNORECASE)
 _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
 _GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+is\s+(?P<v>.+)", re.IGNORECASE)
 _SKIP_START = ("if ", "when ", "whether ", "what ", "who ", "where ", "how ", "why ", "which ",
@@ -80,6 +90,12 @@ def _is_name(v: str) -> bool:
 
 def _is_number(v: str) -> bool:
     return len(v) <= 40 and len(v.split()) <= 3 and any(ch.isdigit() for ch in v)
+
+
+def _is_value(v: str) -> bool:
+    """A value the generic rules take: a number, a Name ("the Grand Plaza" too) or a code (#general)."""
+    bare = re.sub(r"^(?:the|a|an)\s+", "", v.strip())
+    return _is_number(v) or _is_name(bare) or (len(v) <= 40 and " " not in v and any(ch in "#@_/" for ch in v))
 
 
 def clauses(text: str) -> list[str]:
@@ -126,15 +142,20 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
             return make("I" if m["s"].casefold() == "i" else "we", f"{m['verb'].casefold()} {m['p'].casefold()}", v)
     if m := _LIKE.search(clause):
         return make("I", m["p"].casefold(), m["v"])
+    if (m := _EVENT.match(clause.strip())) and _is_value(m["v"].strip().rstrip(".!")):
+        p = make(m["s"], "is", m["v"])  # "the standup starts at 9": when it is; the statement as said
+        return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
     if m := _GENERIC.fullmatch(clause.strip()):
         s, v = m["s"].strip(), _clean_value(m["v"])
         subject_ok = s.casefold().startswith("the ") or _is_name(s)
-        if v is not None and subject_ok and (_is_number(v) or _is_name(v)):
+        if v is not None and subject_ok and _is_value(v):
             return make(s, "is", v)
         when = _WHEN.match(v or "")
-        if when and subject_ok and (_is_number(when["v"]) or _is_name(when["v"])):
+        if when and subject_ok and _is_value(when["v"]):
             p = make(s, "is", when["v"])  # the value without its preposition; the statement as said
             return None if p is None else replace(p, statement=f"{p.subject} is {v}")
+        if v is not None and subject_ok and _PLACE.match(v):
+            return make(s, "is", v)  # "the spare key is under the mat": the place, its preposition kept
     return None
 
 

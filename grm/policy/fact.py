@@ -50,6 +50,26 @@ def words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
+# words no subject is told apart by: determiners, pronouns, the possessive "s" ("doctor's")
+FUNCTION_WORDS = frozenset("my our the a an your their his her its i we me us s".split())
+
+
+def stem(word: str) -> str:
+    """A crude plural fold: "hotels" -> "hotel", "pharmacies" -> "pharmacy", "boxes" -> "box"
+    ("class", "bus", "tennis" kept)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) else word
+
+
+def stems(text: str) -> frozenset[str]:
+    """The content words of a subject, plural-folded: how an update's subject is matched to a
+    stored one ("Yoga" names "my yoga class"; "our family doctor's office" its own words)."""
+    return frozenset(stem(w) for w in words(text) if w not in FUNCTION_WORDS)
+
+
 def rank(intent: str) -> int:
     return INTENTS.index(intent)
 

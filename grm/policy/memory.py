@@ -35,7 +35,7 @@ from grm.policy.grammar import Command, parse
 from grm.policy.ledger import FACT, Ledger, new_key
 from grm.policy.review import ReviewBuffer
 from grm.policy.rules import Candidate, decide
-from grm.policy.updates import restate
+from grm.policy.updates import adopt
 from grm.store.backend import StoreBackend
 
 
@@ -186,7 +186,7 @@ class PolicyMemory:
             return Outcome("reinforced" if wrote or sup else "unchanged", fact=d.target, superseded=sup,
                            detail=d.reason)
         if p.replaces is not None and len(d.supersede) == 1 and (was := self.ledger.get(d.supersede[0])):
-            p = restate(p, was.statement, was.value)  # an update reads as the fact it changes did
+            p = adopt(p, was.subject, was.predicate, was.statement, was.value)  # reads as the fact it changes did
         label = "corrected" if forced else "outranked"
         pairs = list(also_supersede) + [(i, label if why == "contradicted" else why)
                                         for i, why in zip(d.supersede, d.why)]

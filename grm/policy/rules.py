@@ -21,7 +21,10 @@ A pure function (no store, no clock of its own), so every rule has a unit test:
    to Ally") is the user saying the old value no longer holds. It supersedes (reason "updated")
    the one current fact it replaces: the fact of the same (subject, predicate) whose value is
    the named old value, or, when the subject was worded differently ("the launch date" for "the
-   launch"), the one fact sharing a subject word whose value it names. Naming the old value
+   launch"), the one fact sharing a subject word (plural-folded) whose value it names; an update
+   that names only I/we and the values ("we see Dr. Sato now; Dr. Brandt retired") the one fact
+   of any subject holding the old value; an update naming no old value whose subject's words are
+   all in one fact's subject ("yoga" for "my yoga class") that fact. Naming the old value
    lets it replace facts up to user-asserted ones; an update that names none ("the wifi password
    is different now: X") replaces only a fact it ranks at least as high as. Ambiguous updates
    (several facts match, the named old value is not what memory holds, an immutable fact) go to
@@ -34,7 +37,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank, words
+from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank, stems
 
 ACTIONS = ("create", "reinforce", "supersede", "review")
 
@@ -87,6 +90,19 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
             return Decision("review", target=near[0].id,
                             reason=f"update says it replaces {c.replaces!r}; memory holds {near[0].value!r} "
                                    f"for {near[0].subject!r}")
+        if not contra and not stems(c.subject):  # "we go to Dr. Sato now; Dr. Brandt closed": no
+            # subject but I/we is named, so the old value alone says which fact (never a named other subject)
+            contra = _holding(c, facts, now, any_subject=True)
+            if len(contra) > 1:
+                return Decision("review", target=contra[0].id,
+                                reason=f"update of {c.replaces!r}: {len(contra)} facts hold it; which one?")
+    elif not contra and c.replaces == "":  # a shorter name of one subject: "yoga" for "my yoga class"
+        near = _holding(c, facts, now, any_value=True)
+        inside = [f for f in near if stems(c.subject) <= stems(f.subject)]
+        if len(inside) > 1:
+            return Decision("review", target=inside[0].id,
+                            reason=f"update of {c.subject!r}: {len(inside)} facts could be it; which one?")
+        contra = inside
     if not contra:
         return Decision("create", supersede=retire, why=retire_why,
                         reason="replaces an expired fact" if retire else "new fact")
@@ -104,7 +120,6 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
                     reason=f"contradicts {top.id} ({top.intent}); {c.intent} does not outrank it")
 
 
-_STOP = frozenset("my our the a an your their his her its i we".split())
 USER = rank("user-asserted")
 
 
@@ -117,15 +132,22 @@ def _same_value(said: str, value: str) -> bool:
     return bool(a) and a == b
 
 
-def _holding(c: Candidate, facts: Iterable[Fact], now: float, any_value: bool = False) -> list[Fact]:
+def _holding(c: Candidate, facts: Iterable[Fact], now: float, any_value: bool = False,
+             any_subject: bool = False) -> list[Fact]:
     """Current single-valued facts of c's scope and predicate holding the value c replaces
-    (`any_value`: any value), whose subject shares a content word with c's (an update that
-    words its subject differently)."""
-    mine = set(words(c.subject)) - _STOP
+    (`any_value`: any value), whose subject shares a content word (plural-folded) with c's (an
+    update that words its subject differently). `any_subject`: of any subject and predicate,
+    holding the named old value (an update that names only the values)."""
+    mine = stems(c.subject)
     return [f for f in facts if f.state == "active" and f.scope == c.scope and not f.expired(now)
-            and f.key[1] == c.key[1] and f.key[1] not in MULTI_VALUED
+            and f.key[1] not in MULTI_VALUED
             and (any_value or _same_value(c.replaces or "", f.value))
-            and mine & (set(words(f.subject)) - _STOP)]
+            and (any_subject or (_be(f.key[1]) == _be(c.key[1]) and bool(mine & stems(f.subject))))]
+
+
+def _be(predicate: str) -> str:
+    """"are" is "is": "my swim lessons are on Sundays" and "swim lessons is Saturdays" are one claim."""
+    return "is" if predicate == "are" else predicate
 
 
 def _update(c: Candidate, contra: list[Fact], facts: Iterable[Fact], now: float, retire: tuple[str, ...],

@@ -20,21 +20,42 @@ The patterns, tried on each sentence before the ordinary clause rules (S is "my|
     I|we now V in|at B (instead of A)                         -> (I|we, V in, B)  replaces A|""
     S was|has been|got <participle> (up|back..) (from A) to B -> (S, is, B)        replaces A|""
     S <moved|rescheduled|went up|...> to B                    -> (S, is, B)        replaces ""
-    I|we have|got a new X(,|:| called) B                      -> (my|our X, is, B) replaces ""
+    I|we have|got a new|different X(,|:| called) B            -> (my|our X, is, B) replaces ""
+    (someone) gave|assigned|issued me|us a new|different X: B -> (my|our X, is, B) replaces ""
+    (someone) renamed|moved|reset|... S (over) (from A) to|as B -> (S, is, B)      replaces A|""
+    X <moved|was moved|...> (from A) to B, X a bare noun ("Yoga", "Band practice")  replaces A|""
 
 A sentence none of these reads, but that carries a change cue (now, these days, any more,
-instead, rather than, no longer, new, changed, switched, replaced, retired, dropped, ...), is
-cut into clauses (at ; : and at , / so / and / but / then) and each clause, time adverbs
-("now", "these days") removed, is read by the patterns above and then by the ordinary clause
-rules (grm/policy/extract.py): "Kim left, so my manager is Ravi now" -> (my manager, is, Ravi);
-a contrast tail names the old value ("..., not A", "instead of A", "rather than A"). A value
-stops before a subordinate clause ("RT-88 after I re-registered the car" -> "RT-88").
+instead, rather than, no longer, new, changed, switched, replaced, retired, dropped, "from
+Monday", "starting next week", ...), is cut into clauses (at ; : and at , / so / and / but /
+then) and each clause, time phrases ("now", "these days", "from Monday") removed, is read by
+the patterns above, then by the ordinary clause rules (grm/policy/extract.py), then as:
+
+    "Kim left, so my manager is Ravi now"       -> (my manager, is, Ravi)     (a clause rule)
+    "..., not A" / "instead of A" / "rather than A" tail   -> names the old value A
+    "swim lessons are on Saturdays now"         -> (swim lessons, is, Saturdays) (bare subject)
+    "Changed the door code, it's 4418 now"      -> (the door code, is, 4418)  ("it's B", "use B",
+                                                   "it lands at B" take the subject named before)
+    "we switched dentists, we see Dr. Wu now"   -> (our dentist, is, Dr. Wu)
+    "we see Dr. Sato now; Dr. Brandt retired"   -> (we, see, Dr. Sato)        replaces Dr. Brandt
+    "I don't use Dropbox anymore, we use Box"   -> (we, use, Box)             replaces Dropbox
+    "Priya left, so Oskar manages me now"       -> (I, manages me, Oskar)     replaces Priya
+
+A clause saying the old value is gone ("Z left|retired|closed|won't work", "I dropped|quit|don't
+see Z") names it only for a claim of I/we: such a claim names no subject, and the rules find the
+one fact holding Z (grm/policy/rules.py, rule 7); "I quit Z and joined B" reads the second
+clause with the first one's subject. Values stop before a subordinate clause or a time phrase
+("RT-88 after I re-registered the car" -> "RT-88", "Fridays starting next week" -> "Fridays").
+Clause values must look like a value (a Name, a number or a code) unless the old one is named.
 
 The fact's statement (what its graft reads, alone) is the claim in canonical form, "My bank is
 Ally", never the update as said: the old value named beside the new one competes with it, and
 "is now" read no better (bench/results/fidelity.md). When the update supersedes a fact whose
 statement holds its value, the new statement is that one with the value swapped (`restate`):
 "The review is in March" updated to April reads "The review is in April", not "... is April".
+An update of a fact worded differently takes that fact's subject and predicate (`adopt`): one
+claim, one lineage ("Yoga moved to Fridays" supersedes "My yoga class is on Wednesday" with
+"My yoga class is on Fridays").
 """
 
 from __future__ import annotations
@@ -42,7 +63,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from grm.policy.fact import MULTI_VALUED, FactProposal
+from grm.policy.fact import MULTI_VALUED, FactProposal, norm, stem
 
 _S = r"(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}?)"
 _VERB = (r"(?:has\s+|have\s+|had\s+|was\s+|were\s+|got\s+|just\s+|been\s+)*"
@@ -60,23 +81,45 @@ _PREP = r"(?P<p>in|at|on|from|with|for)"
 _AUX = r"(?:has\s+been|have\s+been|had\s+been|'s\s+been|was|were|got|has\s+got|is\s+being)"
 _PART = r"(?:[a-z]+ed|[a-z]+en|reset|set|put|cut|shut|sent)"
 _PARTICLE = r"(?:back|up|down|out|over|forward|ahead)"
+# when or where a thing happens: "the standup starts at 9", "our club meets on Tuesday" (grm/policy/extract.py)
+EVENT_VERB = (r"(?:starts?|begins?|ends?|finish(?:es)?|opens?|closes?|lands?|arrives?|leaves?|departs?|meets?|runs?|"
+              r"happens?|takes?\s+place|is\s+held|are\s+held)")
+_OTHER = r"(?:new|different|replacement|another)"  # "I got a different locker: 87"
 # an active change with no old value: "the meeting moved to Friday", "the rent went up to 1450"
 _TO_VERB = (r"(?:moved|changed|switched|shifted|rescheduled|postponed|pushed|bumped|reset|updated|rotated|delayed|"
+            r"relocated|renamed|transferred|reassigned|slipped|slid|reverted|"
             r"raised|lowered|increased|decreased|(?:went|gone|jumped|rose|risen|fell|fallen|dropped)\s+(?:up|down|back))")
+# someone acting on a subject: "IT renamed the wifi to Vega", "we switched the channel over to #x"
+_ACT = (r"(?:(?:have|has|had|'ve|just|finally|already)\s+)*(?:switched|changed|moved|swapped|updated|upgraded|reset|"
+        r"replaced|renamed|relocated|rescheduled|postponed|pushed|bumped|rotated|reissued|shifted|transferred|"
+        r"reassigned|set|put|delayed|raised|lowered|increased|decreased|pointed)")
+# a bare subject opening a sentence ("Yoga moved to Fridays"): 1-3 words, never a pronoun (strict)
+_BARE = (r"(?P<s>(?!(?:i|we|they|he|she|it|you|this|that|there|someone|everyone|everything)\b)"
+         r"[A-Za-z][\w'’-]*(?:\s+[a-z][\w'’-]*){0,2}?)")
+# when a change takes effect: "from Monday", "starting next week", "as of the 5th"
+_EFFECTIVE = (r"(?:from|starting|beginning|effective|as\s+of)\s+(?:next\s+\w+|this\s+\w+|tomorrow|today|tonight|"
+              r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|the\s+\d+\w*|\d+\w*|"
+              r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*(?:\s+\d+\w*)?)")
 # words that say a value changed: a sentence with one is read clause by clause (`_cued`)
-_CUE = re.compile(r"\b(?:now|these\s+days|nowadays|from\s+now\s+on|any\s*more|no\s+longer|instead|rather\s+than|"
+_CUE = re.compile(rf"\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|any\s*more|no\s+longer|instead|"
+                  r"rather\s+than|"
                   r"new|changed|switched|moved|replaced|reset|updated|rotated|renamed|postponed|rescheduled|delayed|"
                   r"swapped|transferred|relocated|retired|left|quit|dropped|stopped|cancell?ed)\b", re.IGNORECASE)
 # a contrast tail naming the old value: ", not A" / "instead of A" / "rather than A" (+ "any more")
 _CONTRAST = re.compile(r"\s*[,;]?\s*(?:and\s+)?\b(?:not|instead\s+of|rather\s+than|in\s+place\s+of)\s+"
                        r"(?P<a>[^,;:]+?)(?:\s+any\s*more)?\s*[.!]?\s*$", re.IGNORECASE)
 # time adverbs that mark the change and are no part of the claim
-_ADVERB = re.compile(r"\s*,?\s*\b(?:now|these\s+days|nowadays|from\s+now\s+on|currently|any\s*more|"
+_ADVERB = re.compile(rf"\s*,?\s*\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|currently|"
+                     r"any\s*more|"
                      r"as\s+of\s+(?:today|now)|today)\b", re.IGNORECASE)
-_PIECE = re.compile(r"\s*[;:]\s*|\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
+# clauses: at ; and : (not inside a time, "9:30"), and at , / so / and / but / then
+_PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
 # a value stops before a subordinate clause: "RT-88 after I re-registered the car" -> "RT-88"
 _TRAIL = re.compile(r"\s+(?:after|because|since|when|until|while|as\s+of|so|now|these\s+days|nowadays|"
-                    r"from\s+now\s+on|any\s*more)\b.*$", re.IGNORECASE)
+                    r"from\s+now\s+on|any\s*more|starting|beginning|effective|from\s+next|next\s+(?:week|month|year)|"
+                    r"(?:this|last)\s+(?:week|month|year|night|morning|spring|summer|fall|autumn|winter)|"
+                    r"tomorrow|yesterday|today|(?:from|as\s+of)\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+                    r"for\s+(?:the|my|our|a|an|his|her|their)\b)\b.*$", re.IGNORECASE)
 
 # (pattern, subject override, predicate override); the subject/predicate come from the match
 # when the override is None. Patterns after STRICT_FROM (and every `_cued` clause) read values
@@ -100,8 +143,19 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^(?P<s>i|we)\s+now\s+(?P<verb>\w+)\s+{_PREP}\s+{_V}(?:\s*,?\s*(?:instead\s+of|not)\s+(?:(?P=p)\s+)?{_A})?{_END}", None, None),
     (rf"^{_S}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?to\s+{_V}{_END}", None, "is"),
     (rf"^{_S}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
-    (rf"^(?P<s>i|we)(?:\s+have|'ve|\s+just)?\s+(?:have|got|gotten)\s+a\s+new\s+(?P<x>[\w'’-]+(?:\s+[\w'’-]+){{0,3}}?)"
+    (rf"^(?P<s>i|we)(?:\s+have|'ve|\s+just)?\s+(?:have|got|gotten)\s+(?:a|an)\s+{_OTHER}\s+"
+     rf"(?P<x>[\w'’-]+(?:\s+[\w'’-]+){{0,3}}?)"
      rf"\s*(?:[,:]|\s+-|\s+called|\s+named)\s*{_V}{_END}", None, "is"),
+    (rf"^(?:[\w'’-]+(?:\s+[\w'’-]+){{0,2}}?\s+)?(?:gave|assigned|issued|sent|handed|allocated)\s+(?P<s>me|us)\s+"
+     rf"(?:a|an)\s+{_OTHER}\s+(?P<x>[\w'’-]+(?:\s+(?!(?:for|from|at|on|in|to|with)\b)[\w'’-]+){{0,3}}?)"
+     rf"\s*(?:[,:]|\s+-|\s+called|\s+named)\s*{_V}{_END}",
+     None, "is"),
+    (rf"^(?:[\w'’-]+(?:\s+[\w'’-]+){{0,2}}?\s+)?{_ACT}\s+{_S}\s+(?:over\s+|back\s+)?(?:from\s+{_A}\s+)?"
+     rf"(?:to|into|as)\s+{_V}{_END}",
+     None, "is"),
+    (rf"^{_BARE}\s+{_VERB}\s+from\s+{_A}\s+to\s+{_V}{_END}", None, "is"),
+    (rf"^{_BARE}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
+    (rf"^{_BARE}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?to\s+{_V}{_END}", None, "is"),
 ]]
 STRICT_FROM = 11  # the index of "the|my|our new X is B": it and every pattern after it are strict
 _BAD_VALUE = re.compile(r"\b(?:not|no|never|maybe|perhaps|i|you|he|she|it|we|they)\b", re.IGNORECASE)
@@ -109,7 +163,7 @@ _BAD_VALUE = re.compile(r"\b(?:not|no|never|maybe|perhaps|i|you|he|she|it|we|the
 
 def _value_like(v: str) -> bool:
     """A value a user would name: a name or a code (a capital letter or a digit), not "nice", "camp"."""
-    return any(ch.isdigit() or ch.isupper() for ch in v)
+    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v)
 
 
 def _clean(v: str | None) -> str | None:
@@ -143,7 +197,7 @@ def _matched(s: str, intent: str, replaces: str | None = None) -> FactProposal |
             return None
         subj = subject or groups["s"].strip()
         if groups.get("x"):  # "the new X is B", "I have a new X, B": the subject is "the|my|our X"
-            owner = {"i": "my", "we": "our"}.get(groups["s"].casefold(), groups["s"])
+            owner = {"i": "my", "me": "my", "we": "our", "us": "our"}.get(groups["s"].casefold(), groups["s"])
             subj = f"{owner} {groups['x'].strip()}"
         pred = predicate or f"{groups['verb'].casefold()} {groups['p'].casefold()}"
         if subj.casefold() in ("i", "we"):
@@ -158,9 +212,51 @@ def _proposal(subject: str, predicate: str, value: str, replaces: str, intent: s
     return FactProposal(subject, predicate, value, said[0].upper() + said[1:], intent=intent, replaces=replaces)
 
 
+# "it's 4418" after a clause that named the subject ("Changed the garage door code, it's 4418")
+_IT = re.compile(rf"^(?:it's|it\s+is|its|it\s+now\s+is|now\s+it's|it'll\s+be|it\s+will\s+be|they're|they\s+are|"
+                 rf"the\s+new\s+one(?:'s|\s+is)|use|enter|dial|try|"
+                 rf"(?:it|they)\s+(?:now\s+)?{EVENT_VERB}\s+(?:at|on|in))\s+{_V}{_END}",
+                 re.IGNORECASE)
+# the subject a clause names: "the garage door code" in "Changed the garage door code yesterday"
+_NP = re.compile(r"\b(?:my|our|the)\s+[\w'’-]+(?:\s+(?!(?:yesterday|today|tomorrow|to|from|for|at|in|on|with|again|"
+                 r"because|and|but|so|last|this|now|over|back|up|down|is|are|was|were|has|have|had|it|its)\b)"
+                 r"[\w'’-]+){0,4}", re.IGNORECASE)
+_TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?"  # "Dr. Brandt", "Ms Kaur"
+# the old value gone: "Dr. Brandt closed his practice", "Theo moved away", "I don't see Dr. Ferris
+# anymore", "I dropped Comcast" (a name or a code, as said)
+_GONE = re.compile(r"^(?!(?:I|We|They|He|She|It|You|This|That|There)\b)"
+                   rf"(?P<z>{_TITLE}[A-Z0-9#@][\w'’.&-]*(?:\s+[A-Z0-9][\w'’.&-]*){{0,2}})\s+"
+                   r"(?:(?:has|had|just|finally|recently)\s+)*(?:left|retired|quit|resigned|moved\s+(?:away|out)|"
+                   r"went\s+back|passed\s+away|stepped\s+down|closed|shut|stopped|folded|is\s+gone|"
+                   r"was\s+let\s+go|got\s+fired|went\s+out\s+of\s+business|no\s+longer|won't\s+work|"
+                   r"doesn't\s+work|does\s+not\s+work|stopped\s+working|expired|is\s+expired|is\s+dead)\b")
+_DROPPED = re.compile(r"^(?i:i|we)\s+(?i:(?:don't|do\s+not|no\s+longer|stopped|won't)\s+"
+                      r"(?:see|seeing|use|using|go\s+to|"
+                      r"going\s+to|visit|visiting|bank\s+with|shop\s+at|shopping\s+at)|dropped|quit|left|ditched|"
+                      r"cancell?ed|stopped)\s+(?P<z>[A-Z0-9#@][^,;]*?)\s*$")
+# I/we and a value: "we go to Dr. Sato", "I see Dr. Wu" (the fact is found by the old value)
+_I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|\s+)(?:only\s+)?(?P<verb>go\s+to|see|use|visit|"
+                    rf"bank\s+with|shop\s+at|fly\s+with|work\s+with|rely\s+on|stay\s+at|staying\s+at|going\s+to|"
+                    rf"seeing|using|banking\s+with|shopping\s+at|with|joined|signed\s+up\s+(?:with|at)|went\s+with|"
+                    rf"chose|picked|switched\s+to|moved\s+to|go\s+with)\s+{_V}{_END}", re.IGNORECASE)
+# someone who now does a thing for me: "Oskar manages me", "Dr. Wu treats us"
+_DOES_ME = re.compile(rf"^(?P<v>{_TITLE}[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)?)\s+"
+                      rf"(?P<verb>[a-z]+s)\s+(?P<s>me|us){_END}")
+# a clause that goes on from the one before without its own subject: "I quit X and joined Y"
+_NO_SUBJECT = frozenset("the my our your a an it it's its they he she this that there so now not no i we you "
+                        "i'm we're they're".split())
+# a bare subject and its value in a cued clause: "swim lessons are on Saturdays (now)"
+_BARE_IS = re.compile(rf"^{_BARE}\s+(?:is|are)\s+(?:(?:on|at|in)\s+)?{_V}{_END}", re.IGNORECASE)
+# "we changed hotels", "I switched dentists": names the kind of thing the next clause gives
+_SWITCHED = re.compile(r"^(?P<s>i|we)(?:\s+have|'ve|\s+just|\s+finally)*\s+(?:changed|switched|swapped)\s+"
+                       r"(?P<x>[a-z]+s)$", re.IGNORECASE)
+
+
 def _cued(s: str, intent: str) -> FactProposal | None:
     """A sentence with a change cue, read clause by clause (module docstring); the last clause
-    holding a claim is the update. None without a cue or a claim."""
+    holding a claim is the update. None without a cue or a claim. A clause saying the old value
+    is gone ("Dr. Brandt retired") names it for a claim of I/we ("we see Dr. Sato now"); "it's B"
+    takes the subject the clause before it named."""
     from grm.policy.extract import parse_clause  # extract reads updates first: imported late
 
     if not _CUE.search(s):
@@ -168,19 +264,44 @@ def _cued(s: str, intent: str) -> FactProposal | None:
     body, old = s.rstrip(" .!"), ""
     if m := _CONTRAST.search(body):
         body, old = body[:m.start()], _clean(m["a"]) or ""
-    found = None
-    for piece in _PIECE.split(body):
-        piece = _ADVERB.sub("", piece).strip(" ,")
-        if not piece:
+    pieces = [piece for piece in (_ADVERB.sub("", x).strip(" ,") for x in _PIECE.split(body)) if piece]
+    for i in range(1, len(pieces)):
+        who, first = pieces[i - 1].split()[0], pieces[i].split()[0]
+        if who.casefold() in ("i", "we") and first.islower() and first not in _NO_SUBJECT:
+            pieces[i] = f"{who} {pieces[i]}"
+    gone = next((_clean(g["z"]) for x in pieces if (g := _GONE.match(x) or _DROPPED.match(x))), None) or ""
+    found, named, kind = None, None, None
+    for piece in pieces:
+        if m := _SWITCHED.match(piece):
+            kind = f"{'my' if m['s'].casefold() == 'i' else 'our'} {stem(m['x'].casefold())}"
             continue
         p = _matched(piece, intent, old)
         if p is None and (c := parse_clause(piece, intent)) is not None and c.key[1] not in MULTI_VALUED:
-            value = _clean(c.value)
-            if value and not _BAD_VALUE.search(value) and len(value.split()) <= 8 and (old or _value_like(value)):
-                p = _proposal(c.subject, c.predicate, value, old, intent)
+            p = _checked(c.subject, c.predicate, c.value, old or (gone if c.subject.casefold() in ("i", "we") else ""),
+                         intent)
+        if p is None and (m := _BARE_IS.match(piece)):
+            p = _checked(m["s"], "is", m["v"], old, intent)
+        if p is None and (m := _I_USE.match(piece)):
+            who = "I" if m["s"].casefold() == "i" else "we"
+            p = (_checked(kind, "is", m["v"], old, intent) if kind else
+                 _checked(who, m["verb"].casefold(), m["v"], old or gone, intent))
+        if p is None and (m := _DOES_ME.match(piece)):
+            p = _checked("I" if m["s"] == "me" else "we", f"{m['verb']} {m['s']}", m["v"], old or gone, intent)
+        if p is None and named and (m := _IT.match(piece)):
+            p = _checked(named, "is", m["v"], old, intent)
         if p is not None and p.value.casefold() != (p.replaces or "").casefold():
             found = p
+        elif nps := _NP.findall(piece):
+            named = nps[-1]
     return found
+
+
+def _checked(subject: str, predicate: str, value: str, old: str, intent: str) -> FactProposal | None:
+    """A cued clause's claim, if its value looks like one (a name or code, or the old value is named)."""
+    v = _clean(value)
+    if not v or _BAD_VALUE.search(v) or len(v.split()) > 8 or not (old or _value_like(v)):
+        return None
+    return _proposal(subject, predicate, v, old, intent)
 
 
 _PREP_LEAD = re.compile(r"^(?:(?:in|on|at)\s+)+", re.IGNORECASE)  # "on June 3": the value is "June 3"
@@ -195,3 +316,13 @@ def restate(p: FactProposal, old_statement: str, old_value: str) -> FactProposal
         return p
     said = pattern.sub(lambda _: new_core, old_statement).strip().rstrip(".")
     return replace(p, statement=said[0].upper() + said[1:])
+
+
+def adopt(p: FactProposal, subject: str, predicate: str, old_statement: str, old_value: str) -> FactProposal:
+    """`p` as the claim it updates: the superseded fact's subject and predicate (one lineage, so
+    the next update and the stale-value check find it: "yoga" -> "My yoga class"), its statement
+    restated (`restate`), else canonical in the old fact's words."""
+    if (norm(p.subject), norm(p.predicate)) != (norm(subject), norm(predicate)):
+        said = f"{subject} {predicate} {p.value}"
+        p = replace(p, subject=subject, predicate=predicate, statement=said[0].upper() + said[1:])
+    return restate(p, old_statement, old_value)

@@ -1,0 +1,138 @@
+"""Plain-words updates of many shapes (session 7: grm/policy/updates.py, rules.py rule 7, the
+subject match), model-free. Every sentence here was written for these tests.
+
+Expectations:
+1. Each update shape reads as one claim, its `replaces` the old value as said ("" unnamed):
+   someone acting on a subject ("Facilities renamed the guest network to Nimbus"), a bare
+   subject ("Choir practice moved to Tuesdays"), "it's B" after a clause naming the subject,
+   "we switched Xs, we use B", a departure naming the old value for an I/we claim ("Dr. Moreau
+   closed the clinic"), a change taking effect "from next week", "gave me a different X: B".
+2. Ordinary sentences with change words and no value-like claim are not updates.
+3. An update whose subject is a shorter name of one stored subject ("choir practice" for "my
+   choir practice") supersedes it and takes its subject and statement; two candidates: review.
+4. An I/we update naming only the values supersedes the one fact holding the old value, of any
+   subject; never a fact of a subject the update named differently; two holders: review.
+5. First statements in new shapes are facts an update can supersede: "the X starts at 9",
+   "our group meets on Thursday", "the X is behind the door", "the hotel is the Marlowe".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grm.policy import parse_statement
+from grm.policy.fact import stems
+
+
+def one(text):
+    (p,) = parse_statement(text)
+    return p.subject, p.predicate, p.value, p.replaces
+
+
+@pytest.mark.parametrize("text, want", [
+    ("Choir practice moved to Tuesdays starting next month.", ("Choir practice", "is", "Tuesdays", "")),
+    ("The landlord reset the alarm code to 9911.", ("the alarm code", "is", "9911", "")),
+    ("Facilities renamed the guest network to Nimbus.", ("the guest network", "is", "Nimbus", "")),
+    ("HR reissued my badge number as 77120.", ("my badge number", "is", "77120", "")),
+    ("We switched the support inbox over to #help-desk.", ("the support inbox", "is", "#help-desk", "")),
+    ("I moved the passports from the desk drawer to the safe.", ("the passports", "is", "the safe", "the desk drawer")),
+    ("The clinic gave me a different room number: 14B.", ("my room number", "is", "14B", "")),
+    ("Swapped the door code this morning, it's 7781 now.", ("the door code", "is", "7781", "")),
+    ("Mr. Diaz retired; my tutor these days is Ms. Kaur.", ("my tutor", "is", "Ms. Kaur", "")),
+    ("We see Dr. Patel for the dog now; Dr. Moreau closed the clinic.", ("we", "see", "Dr. Patel", "Dr. Moreau")),
+    ("I don't use Dropbox anymore, we use Box now.", ("we", "use", "Box", "Dropbox")),
+    ("Pilates is on Mondays now instead of Thursdays.", ("Pilates", "is", "Mondays", "Thursdays")),
+    ("We switched pharmacies, we use Rite Aid now.", ("our pharmacy", "is", "Rite Aid", "")),
+    ("From next week, the standup starts at 9:15.", ("the standup", "is", "9:15", "")),
+    ("My son's bus is late, it now arrives at 8:40.", ("My son's bus", "is", "8:40", "")),
+    ("Ana left, so Bea coaches us now.", ("we", "coaches us", "Bea", "Ana")),
+    ("I quit Planet Fit and joined Crunch.", ("I", "joined", "Crunch", "Planet Fit")),
+    ("They reset the boiler code, 4410 won't work now; use 9203.", ("the boiler code", "is", "9203", "")),
+])
+def test_update_shapes_read_as_one_claim(text, want):
+    assert one(text) == want
+
+
+@pytest.mark.parametrize("text", [
+    "Sam is coming now.", "I moved the couch yesterday.", "I don't see the point anymore.",
+    "Prices changed a lot this year.", "Everything is fine now.", "The kids are at school now.",
+    "My sister left for Rome.", "They gave me a new phone for my birthday, an iPhone.",
+    "We switched seats, it was nicer.", "My brother was moved to a new team.",
+])
+def test_change_words_without_a_value_like_claim_are_not_updates(text):
+    assert all(p.replaces is None for p in parse_statement(text))
+
+
+@pytest.mark.parametrize("text, want", [
+    ("The standup starts at 9.", ("The standup", "is", "9", None)),
+    ("Our reading group meets on Thursday.", ("Our reading group", "is", "Thursday", None)),
+    ("The bike pump is behind the door.", ("The bike pump", "is", "behind the door", None)),
+    ("The hotel is the Marlowe.", ("The hotel", "is", "the Marlowe", None)),
+    ("The support inbox is #support.", ("The support inbox", "is", "#support", None)),
+])
+def test_first_statements_in_new_shapes_are_facts(text, want):
+    assert one(text) == want
+
+
+def test_subject_words_fold_plurals_and_drop_function_words():
+    assert stems("our family doctor's office") == {"family", "doctor", "office"}
+    assert stems("Pharmacies") == stems("my pharmacy") == {"pharmacy"}
+    assert stems("the Fridays") == {"friday"} and stems("my class") == {"class"}
+
+
+def test_a_shorter_subject_supersedes_the_one_fact_it_names_and_takes_its_words(mem):
+    (made,) = mem.observe("My choir practice is on Wednesday.", evidence_id="s#1", now=1.0)
+    (o,) = mem.observe("Choir practice moved to Tuesdays starting next month.", evidence_id="s#2", now=2.0)
+    assert o.action == "superseded" and o.superseded == (made.fact,)
+    (live,) = mem.facts(3.0)
+    assert (live.subject, live.value, live.statement) == ("My choir practice", "Tuesdays", "My choir practice is on Tuesdays")
+    assert mem.ledger.edge(made.fact)["reason"] == "updated"
+    (o,) = mem.observe("Choir practice moved to Mondays.", evidence_id="s#3", now=4.0)  # the lineage goes on
+    assert o.action == "superseded" and [f.value for f in mem.facts(5.0)] == ["Mondays"]
+
+
+def test_a_shorter_subject_naming_two_facts_is_held_for_review(mem):
+    mem.observe("My yoga class is on Monday.", evidence_id="s#1", now=1.0)
+    mem.observe("My yoga teacher is Ines.", evidence_id="s#2", now=1.5)
+    (o,) = mem.observe("Yoga moved to Thursday.", evidence_id="s#3", now=2.0)
+    assert o.action == "review"
+    assert sorted(f.value for f in mem.facts(3.0)) == ["Ines", "on Monday"]
+
+
+def test_an_update_naming_only_values_supersedes_the_fact_holding_the_old_one(mem):
+    (made,) = mem.observe("My vet is Dr. Moreau.", evidence_id="s#1", now=1.0)
+    mem.observe("My dentist is Dr. Lutz.", evidence_id="s#2", now=1.5)
+    (o,) = mem.observe("We see Dr. Patel for the dog now; Dr. Moreau closed the clinic.", evidence_id="s#3", now=2.0)
+    assert o.action == "superseded" and o.superseded == (made.fact,)
+    live = {f.subject: f for f in mem.facts(3.0)}
+    assert live["My vet"].value == "Dr. Patel" and live["My vet"].statement == "My vet is Dr. Patel"
+    assert live["My dentist"].value == "Dr. Lutz"
+
+
+def test_an_update_naming_only_values_held_by_two_facts_is_held_for_review(mem):
+    mem.observe("My vet is Dr. Moreau.", evidence_id="s#1", now=1.0)
+    mem.observe("My neighbour is Dr. Moreau.", evidence_id="s#2", now=1.5)
+    (o,) = mem.observe("I don't see Dr. Moreau anymore, I see Dr. Patel now.", evidence_id="s#3", now=2.0)
+    assert o.action == "review"
+    assert [f.value for f in mem.facts(3.0)] == ["Dr. Moreau", "Dr. Moreau"]
+
+
+def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_value(mem):
+    mem.observe("My credit card is Chase.", evidence_id="s#1", now=1.0)
+    (o,) = mem.observe("I switched my bank from Chase to Ally.", evidence_id="s#2", now=2.0)
+    assert o.action == "created"
+    assert sorted((f.subject, f.value) for f in mem.facts(3.0)) == [("My credit card", "Chase"), ("my bank", "Ally")]
+
+
+@pytest.mark.parametrize("first, update, statement", [
+    ("The standup starts at 9.", "From next week, the standup starts at 9:15.", "The standup starts at 9:15"),
+    ("The bike pump is behind the door.", "I moved the bike pump from behind the door to the garage shelf.",
+     "The bike pump is the garage shelf"),
+    ("Our hotel is the Marlowe.", "We changed hotels: we're staying at the Kestrel now.", "Our hotel is the Kestrel"),
+    ("The boiler code is 4410.", "They reset the boiler code, 4410 won't work now; use 9203.", "The boiler code is 9203"),
+])
+def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
+    (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
+    (o,) = mem.observe(update, evidence_id="s#2", now=2.0)
+    assert o.action == "superseded" and o.superseded == (made.fact,)
+    assert [f.statement for f in mem.facts(3.0)] == [statement]
