@@ -96,8 +96,10 @@ TEMPLATES = {
          ("How many spectators does the {n} stadium seat?", "The {n} stadium seats"),
          ("What is the seating capacity of the {n} stadium?", "The seating capacity of the {n} stadium is")),
     ],
-    # BLIND: written on 2026-12-01 06:15 UTC and committed before the lead rules were next changed
-    # (grm/runtime/lead.py after commit 3e7c618): the split those changes are judged on.
+    # BLIND: written on 2026-12-01 06:05 UTC and committed (acd2c6b) before the lead rules were next
+    # changed (7a47f20), but by the same person minutes before writing those rules, who had these
+    # forms in mind ("Which N should I ...", "What year did ...", "By how many ..."; one of them was
+    # also tried while debugging): it shows the rules work on the sentences, not that they generalize.
     "blind": [
         ("The {n} aquarium keeps {x} fish in its main tank.",
          ("How many fish does the {n} aquarium keep in its main tank?", "The {n} aquarium keeps"),
