@@ -118,6 +118,29 @@ TEMPLATES = {
          ("Which bus line goes to the {n} hospital?", "The bus line to the {n} hospital is route"),
          ("What bus should I take to get to the {n} hospital?", "To get to the {n} hospital you should take bus")),
     ],
+    # SEALED: written 2026-12-01 06:16 UTC by a helper who had not seen the lead rules (grm/runtime/lead.py)
+    # and was not shown to their author before the first run on it.
+    "sealed": [
+        ("The {n} lighthouse was first lit in {x}.",
+         ("When was the {n} lighthouse first lit?", "The {n} lighthouse was first lit in"),
+         ("Since what year has the {n} lighthouse been guiding ships?", "The {n} lighthouse has been guiding ships since")),
+        ("The {n} bakery charges {x} yen for a sourdough loaf.",
+         ("How much does the {n} bakery charge for a sourdough loaf?", "For a sourdough loaf the {n} bakery charges"),
+         ("What's the price of bread at the {n} bakery?", "The price of bread at the {n} bakery is")),
+        ("The {n} pottery studio is at {x} Elm Avenue.",
+         ("What number on Elm Avenue is the {n} pottery studio at?", "The {n} pottery studio is at"),
+         ("Where can I find the {n} pottery studio?", "You can find the {n} pottery studio at")),
+        ("Last month the {n} recycling plant processed {x} tonnes of plastic.",
+         ("How many tonnes of plastic did the {n} recycling plant process last month?",
+          "Last month the {n} recycling plant processed"),
+         ("What weight of waste did the {n} recycling plant handle in the previous month?",
+          "In the previous month the {n} recycling plant handled")),
+        ("The {n} community radio station broadcasts on {x} kHz.",
+         ("On what frequency does the {n} community radio station broadcast?",
+          "The {n} community radio station broadcasts on"),
+         ("Which dial setting should I pick to listen to {n} community radio?",
+          "To listen to {n} community radio you should set the dial to")),
+    ],
 }
 
 
