@@ -160,10 +160,13 @@ def facts(split: str, rng: random.Random) -> list[dict]:
 
 def contexts(docs: list[str], fact_list: list[dict], skip: int) -> list[str]:
     """Each fact inserted after the middle sentence of its own article of 220-360 words (about
-    300-500 tokens; words, so both models read the same articles), skipping the first `skip`."""
-    arts = [d for d in docs if 220 <= len(d.split()) <= 360][skip: skip + len(fact_list)]
-    if len(arts) < len(fact_list):
+    300-500 tokens; words, so both models read the same articles), skipping the first `skip`
+    (past the last article, round to the first)."""
+    pool = [d for d in docs if 220 <= len(d.split()) <= 360]
+    if len(pool) < len(fact_list):
         raise RuntimeError("not enough articles of the wanted length")
+    skip %= len(pool)  # the later splits wrap round to articles an earlier split read (other facts)
+    arts = (pool[skip:] + pool)[:len(fact_list)]
     out = []
     for doc, f in zip(arts, fact_list):
         ends = [m.end() for m in re.finditer(r"\. (?=[A-Z])", doc)]
