@@ -173,9 +173,11 @@ def claims_of(text: str, intent: str) -> list[FactProposal | None]:
     """Each sentence's plain-words update (grm/policy/updates.py) if it states one, else its
     clauses' claims."""
     out: list[FactProposal | None] = []
+    before = None
     for sentence in sentences(text):
-        update = parse_update(sentence, intent)
+        update = parse_update(sentence, intent, before)  # "I changed the gate code. It's 4410 now."
         out.extend([update] if update is not None else [parse_clause(c, intent) for c in clauses(sentence)])
+        before = sentence
     return out
 
 

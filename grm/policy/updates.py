@@ -23,7 +23,8 @@ The patterns, tried on each sentence before the ordinary clause rules (S is "my|
     I|we have|got a new|different X(,|:| called) B            -> (my|our X, is, B) replaces ""
     (someone) gave|assigned|issued me|us a new|different X: B -> (my|our X, is, B) replaces ""
     (someone) renamed|moved|reset|... S (over) (from A) to|as B -> (S, is, B)      replaces A|""
-    X <moved|was moved|...> (from A) to B, X a bare noun ("Yoga", "Band practice")  replaces A|""
+    X <moved|was moved|...> (from A) to|as B, X a bare noun ("Yoga", "Band practice") replaces A|""
+    new X: B / new X is B                                     -> (the X, is, B)    replaces ""
 
 A sentence none of these reads, but that carries a change cue (now, these days, any more,
 instead, rather than, no longer, new, changed, switched, replaced, retired, dropped, "from
@@ -40,6 +41,11 @@ the patterns above, then by the ordinary clause rules (grm/policy/extract.py), t
     "we see Dr. Sato now; Dr. Brandt retired"   -> (we, see, Dr. Sato)        replaces Dr. Brandt
     "I don't use Dropbox anymore, we use Box"   -> (we, use, Box)             replaces Dropbox
     "Priya left, so Oskar manages me now"       -> (I, manages me, Oskar)     replaces Priya
+    "I reset the shed code. It's 9012 now."     -> (the shed code, is, 9012)  (the sentence before
+                                                   names the subject: `parse_update(.., before=)`)
+
+Openers that carry no claim ("FYI", "actually", "quick update:") are dropped from a clause, and
+a value said as "called B" / "known as B" is B.
 
 A clause saying the old value is gone ("Z left|retired|closed|won't work", "I dropped|quit|don't
 see Z") names it only for a claim of I/we: such a claim names no subject, and the rules find the
@@ -87,7 +93,7 @@ EVENT_VERB = (r"(?:starts?|begins?|ends?|finish(?:es)?|opens?|closes?|lands?|arr
 _OTHER = r"(?:new|different|replacement|another)"  # "I got a different locker: 87"
 # an active change with no old value: "the meeting moved to Friday", "the rent went up to 1450"
 _TO_VERB = (r"(?:moved|changed|switched|shifted|rescheduled|postponed|pushed|bumped|reset|updated|rotated|delayed|"
-            r"relocated|renamed|transferred|reassigned|slipped|slid|reverted|"
+            r"relocated|renamed|transferred|reassigned|slipped|slid|reverted|swapped|flipped|"
             r"raised|lowered|increased|decreased|(?:went|gone|jumped|rose|risen|fell|fallen|dropped)\s+(?:up|down|back))")
 # someone acting on a subject: "IT renamed the wifi to Vega", "we switched the channel over to #x"
 _ACT = (r"(?:(?:have|has|had|'ve|just|finally|already)\s+)*(?:switched|changed|moved|swapped|updated|upgraded|reset|"
@@ -104,7 +110,8 @@ _EFFECTIVE = (r"(?:from|starting|beginning|effective|as\s+of)\s+(?:next\s+\w+|th
 _CUE = re.compile(rf"\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|any\s*more|no\s+longer|instead|"
                   r"rather\s+than|"
                   r"new|changed|switched|moved|replaced|reset|updated|rotated|renamed|postponed|rescheduled|delayed|"
-                  r"swapped|transferred|relocated|retired|left|quit|dropped|stopped|cancell?ed)\b", re.IGNORECASE)
+                  r"swapped|transferred|relocated|retired|left|quit|dropped|stopped|cancell?ed|actually|update|"
+                  r"heads\s+up|fyi|correction|different|isn't|aren't)\b", re.IGNORECASE)
 # a contrast tail naming the old value: ", not A" / "instead of A" / "rather than A" (+ "any more")
 _CONTRAST = re.compile(r"\s*[,;]?\s*(?:and\s+)?\b(?:not|instead\s+of|rather\s+than|in\s+place\s+of)\s+"
                        r"(?P<a>[^,;:]+?)(?:\s+any\s*more)?\s*[.!]?\s*$", re.IGNORECASE)
@@ -112,6 +119,9 @@ _CONTRAST = re.compile(r"\s*[,;]?\s*(?:and\s+)?\b(?:not|instead\s+of|rather\s+th
 _ADVERB = re.compile(rf"\s*,?\s*\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|currently|"
                      r"any\s*more|"
                      r"as\s+of\s+(?:today|now)|today)\b", re.IGNORECASE)
+# words that open a clause and are no part of its claim: "FYI the standup is at 10 now"
+_OPENER = re.compile(r"^\s*(?:fyi|btw|by\s+the\s+way|actually|heads\s+up|(?:quick\s+)?update|correction|oh|ok(?:ay)?|"
+                     r"also|just\s+so\s+you\s+know)\b[\s,:-]*", re.IGNORECASE)
 # clauses: at ; and : (not inside a time, "9:30"), and at , / so / and / but / then
 _PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
 # a value stops before a subordinate clause: "RT-88 after I re-registered the car" -> "RT-88"
@@ -133,15 +143,15 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^i(?:\s+have|'ve|\s+just)*\s+moved\s+to\s+{_V}{_END}", "I", "live in"),
     (rf"^{_S}\s+(?:is|are)\s+different\s+now\s*[:,-]?\s*(?:{_NOW_IS}\s+)?{_V}{_END}", None, "is"),
     (rf"^{_S}\s+(?:has\s+|have\s+)?changed\s*[:,;-]?\s*(?:to\s+|{_NOW_IS}\s+)?{_V}{_END}", None, "is"),
-    (rf"^{_S}\s+(?:is|are)\s+(?:no\s+longer|not)\s+{_A}(?:\s+any\s*more)?\s*[,;:-]\s*(?:{_NOW_IS}\s+)?{_V}{_END}",
+    (rf"^{_S}\s+(?:(?:is|are)\s+(?:no\s+longer|not)|isn't|aren't)\s+{_A}(?:\s+any\s*more)?\s*[,;:-]\s*(?:{_NOW_IS}\s+)?{_V}{_END}",
      None, "is"),
     (rf"^{_S}\s+(?:is|are)\s+{_V}\s+now\s*,?\s*(?:and\s+)?not\s+{_A}(?:\s+any\s*more)?{_END}", None, "is"),
     (rf"^{_S}\s+(?:is|are)\s+{_V}\s+instead\s+of\s+{_A}{_END}", None, "is"),
     (rf"^{_S}\s+(?:is|are)\s+now\s+{_V}{_END}", None, "is"),
-    (rf"^(?P<s>(?:my|our|the))\s+new\s+(?P<x>[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+(?:is|are)\s+{_V}{_END}", None, "is"),
+    (rf"^(?P<s>(?:my|our|the))\s+new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+(?:is|are)\s+{_V}{_END}", None, "is"),
     (rf"^(?P<s>i|we)\s+no\s+longer\s+(?P<verb>\w+)\s+{_PREP}\s+{_A}\s*[,;:-]\s*(?:(?:{_NOW_IS}|(?P=s)\s+(?:now\s+)?(?P=verb)\s+(?P=p)|now\s+(?P=p))\s+)?(?:(?P=p)\s+)?{_V}{_END}", None, None),
     (rf"^(?P<s>i|we)\s+now\s+(?P<verb>\w+)\s+{_PREP}\s+{_V}(?:\s*,?\s*(?:instead\s+of|not)\s+(?:(?P=p)\s+)?{_A})?{_END}", None, None),
-    (rf"^{_S}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?to\s+{_V}{_END}", None, "is"),
+    (rf"^{_S}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as)\s+{_V}{_END}", None, "is"),
     (rf"^{_S}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
     (rf"^(?P<s>i|we)(?:\s+have|'ve|\s+just)?\s+(?:have|got|gotten)\s+(?:a|an)\s+{_OTHER}\s+"
      rf"(?P<x>[\w'’-]+(?:\s+[\w'’-]+){{0,3}}?)"
@@ -155,7 +165,9 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
      None, "is"),
     (rf"^{_BARE}\s+{_VERB}\s+from\s+{_A}\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_BARE}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
-    (rf"^{_BARE}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?to\s+{_V}{_END}", None, "is"),
+    (rf"^{_BARE}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as)\s+{_V}{_END}",
+     None, "is"),
+    (rf"^new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s*(?:[:=]|\s+-|\s+is|\s+are)\s*{_V}{_END}", None, "is"),
 ]]
 STRICT_FROM = 11  # the index of "the|my|our new X is B": it and every pattern after it are strict
 _BAD_VALUE = re.compile(r"\b(?:not|no|never|maybe|perhaps|i|you|he|she|it|we|they)\b", re.IGNORECASE)
@@ -171,16 +183,23 @@ def _clean(v: str | None) -> str | None:
         return None
     v = v.strip().rstrip(".!,;:").strip().strip("\"'“”‘’«»").strip()
     v = _TRAIL.sub("", v).strip() if len(v.split()) > 1 else v
-    v = re.sub(r"^(?:to|in|at|on)\s+", "", v, flags=re.IGNORECASE) if len(v.split()) > 1 else v
+    v = re.sub(r"^(?:to|in|at|on|called|named|known\s+as)\s+", "", v, flags=re.IGNORECASE) if len(v.split()) > 1 else v
     return v or None
 
 
-def parse_update(sentence: str, intent: str = "inferred") -> FactProposal | None:
-    """The update one sentence states, or None (not an update, a question, or a value too odd)."""
+def parse_update(sentence: str, intent: str = "inferred", before: str | None = None) -> FactProposal | None:
+    """The update one sentence states, or None (not an update, a question, or a value too odd).
+    `before`: the sentence said just before it, whose subject an "it's B now" takes."""
     s = sentence.strip()
     if not s or s.endswith("?") or len(s) > 400:
         return None
-    return _matched(s, intent) or _cued(s, intent)
+    return _matched(s, intent) or _cued(s, intent, named_in(before or ""))
+
+
+def named_in(text: str) -> str | None:
+    """The last subject `text` names ("the garage door code" in "I changed the garage door code yesterday")."""
+    nps = _NP.findall(text)
+    return nps[-1] if nps else None
 
 
 def _matched(s: str, intent: str, replaces: str | None = None) -> FactProposal | None:
@@ -195,9 +214,10 @@ def _matched(s: str, intent: str, replaces: str | None = None) -> FactProposal |
             return None
         if i >= STRICT_FROM and not (old or replaces) and not _value_like(new):
             return None
-        subj = subject or groups["s"].strip()
+        subj = subject or (groups.get("s") or "").strip()
         if groups.get("x"):  # "the new X is B", "I have a new X, B": the subject is "the|my|our X"
-            owner = {"i": "my", "me": "my", "we": "our", "us": "our"}.get(groups["s"].casefold(), groups["s"])
+            said = groups.get("s") or "the"
+            owner = {"i": "my", "me": "my", "we": "our", "us": "our"}.get(said.casefold(), said)
             subj = f"{owner} {groups['x'].strip()}"
         pred = predicate or f"{groups['verb'].casefold()} {groups['p'].casefold()}"
         if subj.casefold() in ("i", "we"):
@@ -219,7 +239,8 @@ _IT = re.compile(rf"^(?:it's|it\s+is|its|it\s+now\s+is|now\s+it's|it'll\s+be|it\
                  re.IGNORECASE)
 # the subject a clause names: "the garage door code" in "Changed the garage door code yesterday"
 _NP = re.compile(r"\b(?:my|our|the)\s+[\w'’-]+(?:\s+(?!(?:yesterday|today|tomorrow|to|from|for|at|in|on|with|again|"
-                 r"because|and|but|so|last|this|now|over|back|up|down|is|are|was|were|has|have|had|it|its)\b)"
+                 r"because|and|but|so|last|this|now|over|back|up|down|is|are|was|were|has|have|had|it|its|got|"
+                 r"will|won't|can|did|does|do|went|goes|\w+ed)\b)"
                  r"[\w'’-]+){0,4}", re.IGNORECASE)
 _TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?"  # "Dr. Brandt", "Ms Kaur"
 # the old value gone: "Dr. Brandt closed his practice", "Theo moved away", "I don't see Dr. Ferris
@@ -246,13 +267,15 @@ _DOES_ME = re.compile(rf"^(?P<v>{_TITLE}[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)?
 _NO_SUBJECT = frozenset("the my our your a an it it's its they he she this that there so now not no i we you "
                         "i'm we're they're".split())
 # a bare subject and its value in a cued clause: "swim lessons are on Saturdays (now)"
-_BARE_IS = re.compile(rf"^{_BARE}\s+(?:is|are)\s+(?:(?:on|at|in)\s+)?{_V}{_END}", re.IGNORECASE)
+_BARE_IS = re.compile(rf"^(?P<s>(?:(?:my|our|the)\s+)?{_BARE[6:-1]})\s+(?:is|are|will\s+be|'ll\s+be|'s)\s+"
+                      rf"(?:(?:on|at|in)\s+)?{_V}{_END}",
+                      re.IGNORECASE)
 # "we changed hotels", "I switched dentists": names the kind of thing the next clause gives
 _SWITCHED = re.compile(r"^(?P<s>i|we)(?:\s+have|'ve|\s+just|\s+finally)*\s+(?:changed|switched|swapped)\s+"
                        r"(?P<x>[a-z]+s)$", re.IGNORECASE)
 
 
-def _cued(s: str, intent: str) -> FactProposal | None:
+def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
     """A sentence with a change cue, read clause by clause (module docstring); the last clause
     holding a claim is the update. None without a cue or a claim. A clause saying the old value
     is gone ("Dr. Brandt retired") names it for a claim of I/we ("we see Dr. Sato now"); "it's B"
@@ -264,18 +287,19 @@ def _cued(s: str, intent: str) -> FactProposal | None:
     body, old = s.rstrip(" .!"), ""
     if m := _CONTRAST.search(body):
         body, old = body[:m.start()], _clean(m["a"]) or ""
-    pieces = [piece for piece in (_ADVERB.sub("", x).strip(" ,") for x in _PIECE.split(body)) if piece]
+    pieces = [piece for piece in (_OPENER.sub("", _ADVERB.sub("", x)).strip(" ,") for x in _PIECE.split(body)) if piece]
     for i in range(1, len(pieces)):
         who, first = pieces[i - 1].split()[0], pieces[i].split()[0]
         if who.casefold() in ("i", "we") and first.islower() and first not in _NO_SUBJECT:
             pieces[i] = f"{who} {pieces[i]}"
     gone = next((_clean(g["z"]) for x in pieces if (g := _GONE.match(x) or _DROPPED.match(x))), None) or ""
-    found, named, kind = None, None, None
+    found, kind = None, None
     for piece in pieces:
         if m := _SWITCHED.match(piece):
             kind = f"{'my' if m['s'].casefold() == 'i' else 'our'} {stem(m['x'].casefold())}"
             continue
-        p = _matched(piece, intent, old)
+        p = _checked(named, "is", m["v"], old, intent) if named and (m := _IT.match(piece)) else None
+        p = p or _matched(piece, intent, old)
         if p is None and (c := parse_clause(piece, intent)) is not None and c.key[1] not in MULTI_VALUED:
             p = _checked(c.subject, c.predicate, c.value, old or (gone if c.subject.casefold() in ("i", "we") else ""),
                          intent)
@@ -287,8 +311,6 @@ def _cued(s: str, intent: str) -> FactProposal | None:
                  _checked(who, m["verb"].casefold(), m["v"], old or gone, intent))
         if p is None and (m := _DOES_ME.match(piece)):
             p = _checked("I" if m["s"] == "me" else "we", f"{m['verb']} {m['s']}", m["v"], old or gone, intent)
-        if p is None and named and (m := _IT.match(piece)):
-            p = _checked(named, "is", m["v"], old, intent)
         if p is not None and p.value.casefold() != (p.replaces or "").casefold():
             found = p
         elif nps := _NP.findall(piece):

@@ -48,6 +48,14 @@ def one(text):
     ("Ana left, so Bea coaches us now.", ("we", "coaches us", "Bea", "Ana")),
     ("I quit Planet Fit and joined Crunch.", ("I", "joined", "Crunch", "Planet Fit")),
     ("They reset the boiler code, 4410 won't work now; use 9203.", ("the boiler code", "is", "9203", "")),
+    ("Quick update: the shed code is 2207.", ("the shed code", "is", "2207", "")),
+    ("New guest wifi password: Lantern5.", ("the guest wifi password", "is", "Lantern5", "")),
+    ("My parrot is now called Kiwi.", ("My parrot", "is", "Kiwi", "")),
+    ("The retro will be in room 12 from now on.", ("The retro", "is", "room 12", "")),
+    ("The copier isn't on floor 2 anymore, it's on floor 6.", ("The copier", "is", "floor 6", "floor 2")),
+    ("My parking permit was reissued as P-5521.", ("My parking permit", "is", "P-5521", "")),
+    ("My work extension changed. The new one is 4471.", ("My work extension", "is", "4471", "")),  # two sentences
+    ("I reset the shed code. It's 9012 now.", ("the shed code", "is", "9012", "")),
 ])
 def test_update_shapes_read_as_one_claim(text, want):
     assert one(text) == want
@@ -58,6 +66,7 @@ def test_update_shapes_read_as_one_claim(text, want):
     "Prices changed a lot this year.", "Everything is fine now.", "The kids are at school now.",
     "My sister left for Rome.", "They gave me a new phone for my birthday, an iPhone.",
     "We switched seats, it was nicer.", "My brother was moved to a new team.",
+    "I went to the store. It's closed now.", "It's Tuesday now.",
 ])
 def test_change_words_without_a_value_like_claim_are_not_updates(text):
     assert all(p.replaces is None for p in parse_statement(text))
