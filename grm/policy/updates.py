@@ -254,7 +254,8 @@ _GONE = re.compile(r"^(?!(?:I|We|They|He|She|It|You|This|That|There)\b)"
 _DROPPED = re.compile(r"^(?i:i|we)\s+(?i:(?:don't|do\s+not|no\s+longer|stopped|won't)\s+"
                       r"(?:see|seeing|use|using|go\s+to|"
                       r"going\s+to|visit|visiting|bank\s+with|shop\s+at|shopping\s+at)|dropped|quit|left|ditched|"
-                      r"cancell?ed|stopped)\s+(?P<z>[A-Z0-9#@][^,;]*?)\s*$")
+                      r"cancell?ed|stopped|(?:stopped|quit|no\s+longer)\s+[a-z]+ing(?:\s+[a-z]+)?\s+(?:at|to|with|from|in))"
+                      r"\s+(?P<z>[A-Z0-9#@][^,;]*?)\s*$")
 # I/we and a value: "we go to Dr. Sato", "I see Dr. Wu" (the fact is found by the old value)
 _I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|\s+)(?:only\s+)?(?P<verb>go\s+to|see|use|visit|"
                     rf"bank\s+with|shop\s+at|fly\s+with|work\s+with|rely\s+on|stay\s+at|staying\s+at|going\s+to|"

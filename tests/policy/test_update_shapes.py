@@ -66,7 +66,7 @@ def test_update_shapes_read_as_one_claim(text, want):
     "Prices changed a lot this year.", "Everything is fine now.", "The kids are at school now.",
     "My sister left for Rome.", "They gave me a new phone for my birthday, an iPhone.",
     "We switched seats, it was nicer.", "My brother was moved to a new team.",
-    "I went to the store. It's closed now.", "It's Tuesday now.",
+    "I went to the store. It's closed now.", "It's Tuesday now.", "I arrived at Heathrow now.", "We are at Luigi's now.",
 ])
 def test_change_words_without_a_value_like_claim_are_not_updates(text):
     assert all(p.replaces is None for p in parse_statement(text))
@@ -78,6 +78,7 @@ def test_change_words_without_a_value_like_claim_are_not_updates(text):
     ("The bike pump is behind the door.", ("The bike pump", "is", "behind the door", None)),
     ("The hotel is the Marlowe.", ("The hotel", "is", "the Marlowe", None)),
     ("The support inbox is #support.", ("The support inbox", "is", "#support", None)),
+    ("We get coffee at Blue Bottle.", ("we", "get coffee at", "Blue Bottle", None)),
 ])
 def test_first_statements_in_new_shapes_are_facts(text, want):
     assert one(text) == want
@@ -139,6 +140,8 @@ def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_
      "The bike pump is the garage shelf"),
     ("Our hotel is the Marlowe.", "We changed hotels: we're staying at the Kestrel now.", "Our hotel is the Kestrel"),
     ("The boiler code is 4410.", "They reset the boiler code, 4410 won't work now; use 9203.", "The boiler code is 9203"),
+    ("We get coffee at Blue Bottle.", "We stopped getting coffee at Blue Bottle; we go to Ritual now.",
+     "We get coffee at Ritual"),
 ])
 def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
     (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
