@@ -35,7 +35,9 @@ SWAP = {"my": "your", "our": "your", "i": "you", "me": "you", "we": "you", "mine
 DETERMINERS = ("the", "my", "our", "your", "his", "her", "their", "its", "a", "an", "this", "that")
 PRONOUNS = ("i", "we", "you", "they", "he", "she", "it")
 PARTICIPLES = frozenset("born built made held sold done given taken seen written known kept left found paid won "
-                        "run grown begun chosen driven".split())
+                        "run grown begun chosen driven lit shut cut hit set put read led fed met sent spent lent "
+                        "bought brought caught taught thought told heard laid paid said shot spun struck hung "
+                        "worn torn sworn drawn thrown flown shown sung rung swum drunk".split())
 BE = ("is", "are", "was", "were")
 PREPOSITIONS = ("to", "from", "in", "at", "on", "for", "with", "into", "by", "of")
 IRREGULAR_PAST = {"leave": "left", "go": "went", "come": "came", "begin": "began", "meet": "met", "buy": "bought",
@@ -160,13 +162,17 @@ def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = Tru
 
 def _split_clause(body: list[str]) -> tuple[list[str], str, list[str]]:
     """Subject, verb, the rest: a pronoun subject is one word; otherwise the verb is the first
-    common verb (VERBS) after the subject's first word that does not follow a determiner."""
+    common verb (VERBS) after the subject's first word that does not follow a determiner, else
+    the clause's last word."""
     if body[0].lower() in PRONOUNS:
         return body[:1], body[1], body[2:]
     for j in range(1, len(body)):
         w, prev = body[j], body[j - 1].lower()
         if w in VERBS and prev not in DETERMINERS and prev not in SWAP:
             return body[:j], w, body[j + 1:]
+    last = body[-1]
+    if len(body) >= 3 and last.isalpha() and last.islower() and body[-2].lower() not in DETERMINERS:
+        return body[:-1], last, []  # a verb the list lacks: "does the station broadcast"
     return [], "", []
 
 
@@ -287,7 +293,7 @@ def _how(rest: list[str]) -> list[str] | None:
         # How many N does/did S <verb> ...? -> S <verb>s/<verb>ed
         for j, w in enumerate(rest[1:], 1):
             if w.lower() in AUX:
-                if j < 2:
+                if j < 2 and first == "many":
                     return None
                 if rest[-1].lower() in PREPOSITIONS:
                     return None

@@ -35,6 +35,9 @@ from grm.runtime.lead import answer_lead
     ("In what year did the Roveldal observatory open?", "The Roveldal observatory opened in"),
     ("For how many years did she teach?", "She taught for"),
     ("By how much has the Linden river risen since May?", "The Linden river has risen since May by"),
+    ("How much does the Osk bakery charge for a loaf?", "The Osk bakery charges"),
+    ("On what frequency does the Rav station broadcast?", "The Rav station broadcasts on"),  # a verb VERBS lacks
+    ("When did my cousin graduate?", "Your cousin graduated on"),
 ])
 def test_wh_questions_get_the_answer_started_in_their_own_words(question, lead):
     assert answer_lead(question) == lead
