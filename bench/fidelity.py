@@ -12,7 +12,9 @@ the question (memory off, nothing mounted).
   TUNE: the phrasings the update rules (grm/policy/updates.py) were written against;
   HELD-OUT: phrasings written afterwards and not used to change the rules; FRESH: new subjects
   and phrasings written before the session-6 generic reader, never used to change code (its
-  baseline, 0/14, was seen); FRESH-2: written after that code froze, before any run (blind).
+  baseline, 0/14, was seen); FRESH-2: written after that code froze, before any run (blind, then
+  seen: session 7 read its misses); FRESH-3: written by someone other than the rules' author before
+  the session-7 changes and never read by that author: the blind measure of session 7.
 - corrections: 10 `correct memory: X => Y` phrasings. Each fact is said, asked once (the answer,
   holding the old value, becomes a turn in memory: the issue's case), corrected, then asked again
   after small talk. Counted: stale values served (the old value in the answer; target 0).
@@ -408,7 +410,13 @@ def _table(res: dict) -> list[str]:
             "update turn) were compared on TUNE and HELD-OUT answers, and each kept choice is also the best or tied on "
             "TUNE alone. FRESH: new subjects and phrasings written before any session-6 change and run once at "
             "baseline (0/14 latest, 2/14 superseded) before the cue reader was written; never used to change code. "
-            "FRESH-2: written after the code froze, before any run: the blind split.",
+            "FRESH-2: written after the code froze, before any run: the blind split of session 6. Session 7 (the shapes "
+            "in grm/policy/updates.py's docstring: someone acting on a subject, bare subjects, 'it's B' after naming "
+            "the subject, departures naming the old value, subjects matched by plural-folded words, the update taking "
+            "the superseded fact's subject) was written from general English update forms and its own unit-test "
+            "sentences (tests/policy/test_update_shapes.py) and checked on the policy plane alone against TUNE, "
+            "HELD-OUT, FRESH, FRESH-2 and HARD_UPDATES (all seen, so tuned). FRESH-3: written by someone other than "
+            "the rules' author before the session-7 changes and never read by that author: the blind split.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in res["updates"]:
         for r in u["rows"]:

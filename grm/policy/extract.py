@@ -55,7 +55,8 @@ _LIVE = re.compile(r"\bi\s+live\s+in\s+(?P<v>.+)", re.IGNORECASE)
 _WHERE = re.compile(r"^(?P<s>i|we)\s+(?P<verb>[a-z]+)\s+(?P<p>in|at)\s+(?P<v>.+)", re.IGNORECASE)
 _WHERE_VERBS = frozenset("meet work park train study sit shop stay eat practise practice rehearse gather".split())
 # "we eat lunch at Luigi's", "I get coffee at Blue Bottle": a verb, one object word, then a Name
-_DOING = re.compile(r"^(?P<s>i|we)\s+(?P<verb>[a-z]+)(?:\s+(?P<obj>[a-z]+))?\s+(?P<p>in|at|with)\s+(?P<v>.+)$", re.IGNORECASE)
+_DOING = re.compile(r"^(?P<s>i|we)\s+(?P<verb>[a-z]+)(?:\s+(?P<obj>[a-z]+))?\s+(?P<p>in|at|with)\s+(?P<v>.+)$",
+                    re.IGNORECASE)
 _NOT_DOING = frozenset("am are was were be been is do did does don't didn't never not can could will would should "
                        "might must have had has just also arrived landed".split())
 # "the launch is in May", "the party is on Friday": the value after the preposition
@@ -68,6 +69,7 @@ _PLACE = re.compile(r"^(?:under|underneath|behind|beside|inside|next\s+to|near|a
                     r"(?:the|a|an|my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}$", re.IGNORECASE)
 _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
 _GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+is\s+(?P<v>.+)", re.IGNORECASE)
+_CALLED = re.compile(r"^(?:called|named|known\s+as)\s+", re.IGNORECASE)
 _SKIP_START = ("if ", "when ", "whether ", "what ", "who ", "where ", "how ", "why ", "which ",
                "do ", "does ", "is ", "are ", "maybe ", "perhaps ", "unless ")
 _NEGATION = ("not ", "no ", "no longer ", "never ", "n't ")
@@ -83,6 +85,7 @@ class Extractor(Protocol):
 
 def _clean_value(v: str) -> str | None:
     v = v.strip().rstrip(".!,;:").strip().strip("\"'“”‘’«»").strip()
+    v = _CALLED.sub("", v) if len(v.split()) > 1 else v  # "called Orion" is "Orion"
     if not v or len(v) > MAX_VALUE_CHARS or v.casefold().startswith(_NEGATION):
         return None
     return v

@@ -25,6 +25,8 @@ The patterns, tried on each sentence before the ordinary clause rules (S is "my|
     (someone) renamed|moved|reset|... S (over) (from A) to|as B -> (S, is, B)      replaces A|""
     X <moved|was moved|...> (from A) to|as B, X a bare noun ("Yoga", "Band practice") replaces A|""
     new X: B / new X is B                                     -> (the X, is, B)    replaces ""
+    (someone) put|moved|kept S (from A) in|to|under.. the|my P -> (S, is, in P)    replaces A|""
+    I|we traded|swapped (the) A for|with B (names)            -> (I|we, have, B)   replaces A
 
 A sentence none of these reads, but that carries a change cue (now, these days, any more,
 instead, rather than, no longer, new, changed, switched, replaced, retired, dropped, "from
@@ -99,6 +101,10 @@ _TO_VERB = (r"(?:moved|changed|switched|shifted|rescheduled|postponed|pushed|bum
 _ACT = (r"(?:(?:have|has|had|'ve|just|finally|already)\s+)*(?:switched|changed|moved|swapped|updated|upgraded|reset|"
         r"replaced|renamed|relocated|rescheduled|postponed|pushed|bumped|rotated|reissued|shifted|transferred|"
         r"reassigned|set|put|delayed|raised|lowered|increased|decreased|pointed)")
+# someone putting a thing in a place: "I put the charger in my backpack", "we moved the bikes to the shed"
+_PUT = r"(?:(?:have|has|had|'ve|just|finally)\s+)*(?:moved|put|relocated|hid|stashed|stored|left|keep|kept|placed)"
+_INTO = r"(?:to|into|in|onto|on|under|behind|inside)"
+_AT = {"to": "in", "into": "in", "onto": "on"}
 # a bare subject opening a sentence ("Yoga moved to Fridays"): 1-3 words, never a pronoun (strict)
 _BARE = (r"(?P<s>(?!(?:i|we|they|he|she|it|you|this|that|there|someone|everyone|everything)\b)"
          r"[A-Za-z][\w'’-]*(?:\s+[a-z][\w'’-]*){0,2}?)")
@@ -123,13 +129,13 @@ _ADVERB = re.compile(rf"\s*,?\s*\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from
 _OPENER = re.compile(r"^\s*(?:fyi|btw|by\s+the\s+way|actually|heads\s+up|(?:quick\s+)?update|correction|oh|ok(?:ay)?|"
                      r"also|just\s+so\s+you\s+know)\b[\s,:-]*", re.IGNORECASE)
 # clauses: at ; and : (not inside a time, "9:30"), and at , / so / and / but / then
-_PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
+_PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s+(?:now\s+that|since|because|ever\s+since)\s+|\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
 # a value stops before a subordinate clause: "RT-88 after I re-registered the car" -> "RT-88"
 _TRAIL = re.compile(r"\s+(?:after|because|since|when|until|while|as\s+of|so|now|these\s+days|nowadays|"
                     r"from\s+now\s+on|any\s*more|starting|beginning|effective|from\s+next|next\s+(?:week|month|year)|"
                     r"(?:this|last)\s+(?:week|month|year|night|morning|spring|summer|fall|autumn|winter)|"
                     r"tomorrow|yesterday|today|(?:from|as\s+of)\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
-                    r"for\s+(?:the|my|our|a|an|his|her|their)\b)\b.*$", re.IGNORECASE)
+                    r"for)\b.*$", re.IGNORECASE)
 
 # (pattern, subject override, predicate override); the subject/predicate come from the match
 # when the override is None. Patterns after STRICT_FROM (and every `_cued` clause) read values
@@ -139,6 +145,8 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^{_S}\s+{_VERB}\s+from\s+{_A}\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_I_VERB}\s+{_S}\s+from\s+{_A}\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_I_VERB}\s+{_S}\s+(?:over\s+)?to\s+{_V}{_END}", None, "is"),
+    (rf"^(?:[\w'’-]+(?:\s+[\w'’-]+){{0,2}}?\s+)?{_PUT}\s+{_S}\s+(?:from\s+{_A}\s+)?(?P<at>{_INTO})\s+"
+     rf"(?P<v>(?:the|my|our|a|an)\s+[\w'’-]+(?:\s+[\w'’-]+){{0,3}}){_END}", None, "is"),  # a place: not strict
     (rf"^i(?:\s+have|'ve|\s+just)*\s+moved\s+from\s+{_A}\s+to\s+{_V}{_END}", "I", "live in"),
     (rf"^i(?:\s+have|'ve|\s+just)*\s+moved\s+to\s+{_V}{_END}", "I", "live in"),
     (rf"^{_S}\s+(?:is|are)\s+different\s+now\s*[:,-]?\s*(?:{_NOW_IS}\s+)?{_V}{_END}", None, "is"),
@@ -161,15 +169,18 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
      rf"\s*(?:[,:]|\s+-|\s+called|\s+named)\s*{_V}{_END}",
      None, "is"),
     (rf"^(?:[\w'’-]+(?:\s+[\w'’-]+){{0,2}}?\s+)?{_ACT}\s+{_S}\s+(?:over\s+|back\s+)?(?:from\s+{_A}\s+)?"
-     rf"(?:to|into|as)\s+{_V}{_END}",
+     rf"(?:to|into|onto|as|in|under|behind)\s+{_V}{_END}",
      None, "is"),
+    (rf"^(?P<s>i|we)(?:\s+have|'ve|\s+just|\s+finally)*\s+(?:traded|swapped|exchanged|replaced)\s+"
+     rf"(?:(?:the|my|our)\s+)?(?P<a>(?-i:[A-Z0-9])[^,;]*?)\s+(?:for|with)\s+"
+     rf"(?P<v>(?:(?:a|an|the)\s+)?(?-i:[A-Z0-9])[^,;]*?){_END}", None, "have"),  # names only
     (rf"^{_BARE}\s+{_VERB}\s+from\s+{_A}\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_BARE}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_BARE}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as)\s+{_V}{_END}",
      None, "is"),
     (rf"^new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s*(?:[:=]|\s+-|\s+is|\s+are)\s*{_V}{_END}", None, "is"),
 ]]
-STRICT_FROM = 11  # the index of "the|my|our new X is B": it and every pattern after it are strict
+STRICT_FROM = 12  # the index of "the|my|our new X is B": it and every pattern after it are strict
 _BAD_VALUE = re.compile(r"\b(?:not|no|never|maybe|perhaps|i|you|he|she|it|we|they)\b", re.IGNORECASE)
 
 
@@ -212,6 +223,8 @@ def _matched(s: str, intent: str, replaces: str | None = None) -> FactProposal |
         new, old = _clean(groups.get("v")), _clean(groups.get("a"))
         if new is None or _BAD_VALUE.search(new) or len(new) > 120 or len(new.split()) > 8:
             return None
+        if groups.get("at"):  # a place keeps its preposition: "in my backpack" ("to the shed": "in the shed")
+            new = f"{_AT.get(groups['at'].casefold(), groups['at'].casefold())} {new}"
         if i >= STRICT_FROM and not (old or replaces) and not _value_like(new):
             return None
         subj = subject or (groups.get("s") or "").strip()
@@ -247,7 +260,8 @@ _TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?"  # "Dr. Brandt", "Ms Kaur"
 # anymore", "I dropped Comcast" (a name or a code, as said)
 _GONE = re.compile(r"^(?!(?:I|We|They|He|She|It|You|This|That|There)\b)"
                    rf"(?P<z>{_TITLE}[A-Z0-9#@][\w'’.&-]*(?:\s+[A-Z0-9][\w'’.&-]*){{0,2}})\s+"
-                   r"(?:(?:has|had|just|finally|recently)\s+)*(?:left|retired|quit|resigned|moved\s+(?:away|out)|"
+                   r"(?:(?:has|had|just|finally|recently)\s+)*(?:left|retired|quit|resigned|"
+                   r"moved\s+(?:away|out|on|to\s+(?:another|a\s+new|a\s+different)\b)|"
                    r"went\s+back|passed\s+away|stepped\s+down|closed|shut|stopped|folded|is\s+gone|"
                    r"was\s+let\s+go|got\s+fired|went\s+out\s+of\s+business|no\s+longer|won't\s+work|"
                    r"doesn't\s+work|does\s+not\s+work|stopped\s+working|expired|is\s+expired|is\s+dead)\b")
@@ -311,7 +325,8 @@ def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
             p = (_checked(kind, "is", m["v"], old, intent) if kind else
                  _checked(who, m["verb"].casefold(), m["v"], old or gone, intent))
         if p is None and (m := _DOES_ME.match(piece)):
-            p = _checked("I" if m["s"] == "me" else "we", f"{m['verb']} {m['s']}", m["v"], old or gone, intent)
+            p = _checked("I" if m["s"] == "me" else "we", f"{m['verb']} {m['s']}", m["v"], old or gone, intent) \
+                if old or gone else None  # a claim of its own only as an update of the one who left
         if p is not None and p.value.casefold() != (p.replaces or "").casefold():
             found = p
         elif nps := _NP.findall(piece):

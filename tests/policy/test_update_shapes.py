@@ -56,6 +56,11 @@ def one(text):
     ("My parking permit was reissued as P-5521.", ("My parking permit", "is", "P-5521", "")),
     ("My work extension changed. The new one is 4471.", ("My work extension", "is", "4471", "")),  # two sentences
     ("I reset the shed code. It's 9012 now.", ("the shed code", "is", "9012", "")),
+    ("I put the spare charger in my backpack now.", ("the spare charger", "is", "in my backpack", "")),
+    ("We moved the bikes to the garden shed.", ("the bikes", "is", "in the garden shed", "")),
+    ("I traded the Corolla for a Model 3.", ("I", "have", "a Model 3", "Corolla")),
+    ("Farah moved to another team, so Gil mentors me now.", ("I", "mentors me", "Gil", "Farah")),
+    ("We use Becker for plumbing now since Halvorsen retired.", ("we", "use", "Becker", "Halvorsen")),
 ])
 def test_update_shapes_read_as_one_claim(text, want):
     assert one(text) == want
@@ -67,6 +72,7 @@ def test_update_shapes_read_as_one_claim(text, want):
     "My sister left for Rome.", "They gave me a new phone for my birthday, an iPhone.",
     "We switched seats, it was nicer.", "My brother was moved to a new team.",
     "I went to the store. It's closed now.", "It's Tuesday now.", "I arrived at Heathrow now.", "We are at Luigi's now.",
+    "We traded stories for an hour.", "I replaced the battery with a new one.", "Gil mentors me now.",
 ])
 def test_change_words_without_a_value_like_claim_are_not_updates(text):
     assert all(p.replaces is None for p in parse_statement(text))
@@ -142,6 +148,11 @@ def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_
     ("The boiler code is 4410.", "They reset the boiler code, 4410 won't work now; use 9203.", "The boiler code is 9203"),
     ("We get coffee at Blue Bottle.", "We stopped getting coffee at Blue Bottle; we go to Ritual now.",
      "We get coffee at Ritual"),
+    ("My car is a Corolla.", "I traded the Corolla for a Model 3.", "My car is a Model 3"),
+    ("The spare charger is in the top drawer.", "I put the spare charger in my backpack now.",
+     "The spare charger is in my backpack"),
+    ("Our dentist is Dr. Lee.", "We see Dr. Moss now that Dr. Lee retired.", "Our dentist is Dr. Moss"),
+    ("The wifi is called Orion.", "The wifi is called Vega now.", "The wifi is Vega"),
 ])
 def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
     (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
