@@ -129,7 +129,8 @@ _ADVERB = re.compile(rf"\s*,?\s*\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from
 _OPENER = re.compile(r"^\s*(?:fyi|btw|by\s+the\s+way|actually|heads\s+up|(?:quick\s+)?update|correction|oh|ok(?:ay)?|"
                      r"also|just\s+so\s+you\s+know)\b[\s,:-]*", re.IGNORECASE)
 # clauses: at ; and : (not inside a time, "9:30"), and at , / so / and / but / then
-_PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s+(?:now\s+that|since|because|ever\s+since)\s+|\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
+_PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s+(?:now\s+that|since|because|ever\s+since)\s+|"
+                    r"\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
 # a value stops before a subordinate clause: "RT-88 after I re-registered the car" -> "RT-88"
 _TRAIL = re.compile(r"\s+(?:after|because|since|when|until|while|as\s+of|so|now|these\s+days|nowadays|"
                     r"from\s+now\s+on|any\s*more|starting|beginning|effective|from\s+next|next\s+(?:week|month|year)|"
@@ -178,7 +179,8 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^{_BARE}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_BARE}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as)\s+{_V}{_END}",
      None, "is"),
-    (rf"^new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s*(?:[:=]|\s+-|\s+is|\s+are)\s*{_V}{_END}", None, "is"),
+    (rf"^new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s*(?:[:=]|\s+-|\s+is|\s+are)\s*{_V}{_END}",
+     None, "is"),
 ]]
 STRICT_FROM = 12  # the index of "the|my|our new X is B": it and every pattern after it are strict
 _BAD_VALUE = re.compile(r"\b(?:not|no|never|maybe|perhaps|i|you|he|she|it|we|they)\b", re.IGNORECASE)
@@ -268,7 +270,8 @@ _GONE = re.compile(r"^(?!(?:I|We|They|He|She|It|You|This|That|There)\b)"
 _DROPPED = re.compile(r"^(?i:i|we)\s+(?i:(?:don't|do\s+not|no\s+longer|stopped|won't)\s+"
                       r"(?:see|seeing|use|using|go\s+to|"
                       r"going\s+to|visit|visiting|bank\s+with|shop\s+at|shopping\s+at)|dropped|quit|left|ditched|"
-                      r"cancell?ed|stopped|(?:stopped|quit|no\s+longer)\s+[a-z]+ing(?:\s+[a-z]+)?\s+(?:at|to|with|from|in))"
+                      r"cancell?ed|stopped|"
+                      r"(?:stopped|quit|no\s+longer)\s+[a-z]+ing(?:\s+[a-z]+)?\s+(?:at|to|with|from|in))"
                       r"\s+(?P<z>[A-Z0-9#@][^,;]*?)\s*$")
 # I/we and a value: "we go to Dr. Sato", "I see Dr. Wu" (the fact is found by the old value)
 _I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|\s+)(?:only\s+)?(?P<verb>go\s+to|see|use|visit|"
