@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm
-from grm.policy.updates import EVENT_VERB, parse_update
+from grm.policy.updates import EVENT_VERB, TIME_WORDS, parse_update
 
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_WORDS = 6
@@ -103,7 +103,8 @@ def _is_number(v: str) -> bool:
 def _is_value(v: str) -> bool:
     """A value the generic rules take: a number, a Name ("the Grand Plaza" too) or a code (#general)."""
     bare = re.sub(r"^(?:the|a|an)\s+", "", v.strip())
-    return _is_number(v) or _is_name(bare) or (len(v) <= 40 and " " not in v and any(ch in "#@_/" for ch in v))
+    return (_is_number(v) or _is_name(bare) or bare.casefold() in TIME_WORDS
+            or (len(v) <= 40 and " " not in v and any(ch in "#@_/" for ch in v)))
 
 
 def clauses(text: str) -> list[str]:

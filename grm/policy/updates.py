@@ -27,6 +27,9 @@ The patterns, tried on each sentence before the ordinary clause rules (S is "my|
     new X: B / new X is B                                     -> (the X, is, B)    replaces ""
     (someone) put|moved|kept S (from A) in|to|under.. the|my P -> (S, is, in P)    replaces A|""
     I|we traded|swapped (the) A for|with B (names)            -> (I|we, have, B)   replaces A
+    (someone) swapped|traded S for B                          -> (S, is, B)        replaces ""
+    S has|got a new|different X: B                           -> (S's X, is, B)    replaces ""
+    I|we switched|changed Xs to B                             -> (my|our X, is, B) replaces ""
 
 A sentence none of these reads, but that carries a change cue (now, these days, any more,
 instead, rather than, no longer, new, changed, switched, replaced, retired, dropped, "from
@@ -160,8 +163,9 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^(?P<s>(?:my|our|the))\s+new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+(?:is|are)\s+{_V}{_END}", None, "is"),
     (rf"^(?P<s>i|we)\s+no\s+longer\s+(?P<verb>\w+)\s+{_PREP}\s+{_A}\s*[,;:-]\s*(?:(?:{_NOW_IS}|(?P=s)\s+(?:now\s+)?(?P=verb)\s+(?P=p)|now\s+(?P=p))\s+)?(?:(?P=p)\s+)?{_V}{_END}", None, None),
     (rf"^(?P<s>i|we)\s+now\s+(?P<verb>\w+)\s+{_PREP}\s+{_V}(?:\s*,?\s*(?:instead\s+of|not)\s+(?:(?P=p)\s+)?{_A})?{_END}", None, None),
-    (rf"^{_S}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as)\s+{_V}{_END}", None, "is"),
-    (rf"^{_S}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
+    (rf"^{_S}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as|for)\s+{_V}{_END}",
+     None, "is"),
+    (rf"^{_S}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+(?:to|for)\s+{_V}{_END}", None, "is"),
     (rf"^(?P<s>i|we)(?:\s+have|'ve|\s+just)?\s+(?:have|got|gotten)\s+(?:a|an)\s+{_OTHER}\s+"
      rf"(?P<x>[\w'’-]+(?:\s+[\w'’-]+){{0,3}}?)"
      rf"\s*(?:[,:]|\s+-|\s+called|\s+named)\s*{_V}{_END}", None, "is"),
@@ -179,6 +183,14 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^{_BARE}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_BARE}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as)\s+{_V}{_END}",
      None, "is"),
+    (rf"^(?P<own>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+)?)\s+(?:has|have|got|just\s+got)\s+(?:a|an)\s+{_OTHER}\s+"
+     rf"(?P<x>[\w'’-]+(?:\s+(?!(?:for|from|at|on|in|to|with)\b)[\w'’-]+){{0,2}}?)\s*(?:[,:]|\s+-|\s+called|\s+named)\s*"
+     rf"{_V}{_END}", None, "is"),  # "my son has a new coach, Ms. Tran" -> my son's coach
+    (rf"^(?P<s>i|we)(?:\s+have|'ve|\s+just|\s+finally)*\s+(?:changed|switched|swapped)\s+"
+     rf"(?P<x>[a-z]+s)(?P<plural>)\s+"
+     rf"(?:over\s+)?to\s+{_V}{_END}", None, "is"),  # "we switched pediatricians to Dr. Osei"
+    (rf"^(?:[\w'’-]+(?:\s+[\w'’-]+){{0,2}}?\s+)?(?:traded|swapped|exchanged|replaced)\s+{_S}\s+(?:for|with)\s+"
+     rf"{_V}{_END}", None, "is"),  # "IT swapped my work laptop for a MacBook"
     (rf"^new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s*(?:[:=]|\s+-|\s+is|\s+are)\s*{_V}{_END}",
      None, "is"),
 ]]
@@ -188,7 +200,10 @@ _BAD_VALUE = re.compile(r"\b(?:not|no|never|maybe|perhaps|i|you|he|she|it|we|the
 
 def _value_like(v: str) -> bool:
     """A value a user would name: a name or a code (a capital letter or a digit), not "nice", "camp"."""
-    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v)
+    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v) or v.casefold() in TIME_WORDS
+
+
+TIME_WORDS = frozenset({"midnight", "noon", "midday"})  # a time said as a word is a value too
 
 
 def _clean(v: str | None) -> str | None:
@@ -233,7 +248,8 @@ def _matched(s: str, intent: str, replaces: str | None = None) -> FactProposal |
         if groups.get("x"):  # "the new X is B", "I have a new X, B": the subject is "the|my|our X"
             said = groups.get("s") or "the"
             owner = {"i": "my", "me": "my", "we": "our", "us": "our"}.get(said.casefold(), said)
-            subj = f"{owner} {groups['x'].strip()}"
+            x = stem(groups["x"].strip().casefold()) if groups.get("plural") is not None else groups["x"].strip()
+            subj = f"{groups['own']}'s {x}" if groups.get("own") else f"{owner} {x}"
         pred = predicate or f"{groups['verb'].casefold()} {groups['p'].casefold()}"
         if subj.casefold() in ("i", "we"):
             subj = "I" if subj.casefold() == "i" else "we"
@@ -274,10 +290,13 @@ _DROPPED = re.compile(r"^(?i:i|we)\s+(?i:(?:don't|do\s+not|no\s+longer|stopped|w
                       r"(?:stopped|quit|no\s+longer)\s+[a-z]+ing(?:\s+[a-z]+)?\s+(?:at|to|with|from|in))"
                       r"\s+(?P<z>[A-Z0-9#@][^,;]*?)\s*$")
 # I/we and a value: "we go to Dr. Sato", "I see Dr. Wu" (the fact is found by the old value)
-_I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|\s+)(?:only\s+)?(?P<verb>go\s+to|see|use|visit|"
+_I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|(?:\s+have|'ve)\s+been\s+|\s+)(?:only\s+)?"
+                    rf"(?P<verb>go\s+to|see|use|visit|"
                     rf"bank\s+with|shop\s+at|fly\s+with|work\s+with|rely\s+on|stay\s+at|staying\s+at|going\s+to|"
                     rf"seeing|using|banking\s+with|shopping\s+at|with|joined|signed\s+up\s+(?:with|at)|went\s+with|"
                     rf"chose|picked|switched\s+to|moved\s+to|go\s+with)\s+{_V}{_END}", re.IGNORECASE)
+_BASE = {"going to": "go to", "seeing": "see", "using": "use", "staying at": "stay at", "banking with": "bank with",
+         "shopping at": "shop at"}  # "we've been going to Zazie": one claim with "we go to Zazie"
 # someone who now does a thing for me: "Oskar manages me", "Dr. Wu treats us"
 _DOES_ME = re.compile(rf"^(?P<v>{_TITLE}[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)?)\s+"
                       rf"(?P<verb>[a-z]+s)\s+(?P<s>me|us){_END}")
@@ -326,7 +345,7 @@ def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
         if p is None and (m := _I_USE.match(piece)):
             who = "I" if m["s"].casefold() == "i" else "we"
             p = (_checked(kind, "is", m["v"], old, intent) if kind else
-                 _checked(who, m["verb"].casefold(), m["v"], old or gone, intent))
+                 _checked(who, _BASE.get(m["verb"].casefold(), m["verb"].casefold()), m["v"], old or gone, intent))
         if p is None and (m := _DOES_ME.match(piece)):
             p = _checked("I" if m["s"] == "me" else "we", f"{m['verb']} {m['s']}", m["v"], old or gone, intent) \
                 if old or gone else None  # a claim of its own only as an update of the one who left

@@ -59,6 +59,12 @@ def one(text):
     ("I put the spare charger in my backpack now.", ("the spare charger", "is", "in my backpack", "")),
     ("We moved the bikes to the garden shed.", ("the bikes", "is", "in the garden shed", "")),
     ("I traded the Corolla for a Model 3.", ("I", "have", "a Model 3", "Corolla")),
+    ("My son has a new coach, Ms. Tran.", ("My son's coach", "is", "Ms. Tran", "")),
+    ("We switched pediatricians to Dr. Osei.", ("our pediatrician", "is", "Dr. Osei", "")),
+    ("IT swapped my work laptop for a MacBook.", ("my work laptop", "is", "a MacBook", "")),
+    ("We've been going to Zazie for brunch instead of Tartine.", ("we", "go to", "Zazie", "Tartine")),
+    ("The vet visit was rescheduled for May 11.", ("The vet visit", "is", "May 11", "")),
+    ("The parking garage closes at midnight now.", ("The parking garage", "is", "midnight", "")),
     ("Farah moved to another team, so Gil mentors me now.", ("I", "mentors me", "Gil", "Farah")),
     ("We use Becker for plumbing now since Halvorsen retired.", ("we", "use", "Becker", "Halvorsen")),
 ])
@@ -73,6 +79,7 @@ def test_update_shapes_read_as_one_claim(text, want):
     "We switched seats, it was nicer.", "My brother was moved to a new team.",
     "I went to the store. It's closed now.", "It's Tuesday now.", "I arrived at Heathrow now.", "We are at Luigi's now.",
     "We traded stories for an hour.", "I replaced the battery with a new one.", "Gil mentors me now.",
+    "We switched seats to the back.", "I swapped my shift for a day off.", "We've been going to the gym a lot.",
 ])
 def test_change_words_without_a_value_like_claim_are_not_updates(text):
     assert all(p.replaces is None for p in parse_statement(text))
@@ -153,6 +160,8 @@ def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_
      "The spare charger is in my backpack"),
     ("Our dentist is Dr. Lee.", "We see Dr. Moss now that Dr. Lee retired.", "Our dentist is Dr. Moss"),
     ("The wifi is called Orion.", "The wifi is called Vega now.", "The wifi is Vega"),
+    ("My pediatrician is Dr. Hale.", "We switched pediatricians to Dr. Osei.", "My pediatrician is Dr. Osei"),
+    ("My son's coach is Mr. Briggs.", "My son has a new coach, Ms. Tran.", "My son's coach is Ms. Tran"),
 ])
 def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
     (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
