@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm
-from grm.policy.updates import EVENT_VERB, TIME_WORDS, parse_update
+from grm.policy.updates import EVENT_VERB, TIME_WORDS, expand, parse_update
 
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_WORDS = 6
@@ -190,7 +190,7 @@ def claims_of(text: str, intent: str) -> list[FactProposal | None]:
     before = None
     for sentence in sentences(text):
         update = parse_update(sentence, intent, before)  # "I changed the gate code. It's 4410 now."
-        out.extend([update] if update is not None else [parse_clause(c, intent) for c in clauses(sentence)])
+        out.extend([update] if update is not None else [parse_clause(c, intent) for c in clauses(expand(sentence))])
         before = sentence
     return out
 

@@ -49,8 +49,11 @@ the patterns above, then by the ordinary clause rules (grm/policy/extract.py), t
     "I reset the shed code. It's 9012 now."     -> (the shed code, is, 9012)  (the sentence before
                                                    names the subject: `parse_update(.., before=)`)
 
-Openers that carry no claim ("FYI", "actually", "quick update:") are dropped from a clause, and
-a value said as "called B" / "known as B" is B.
+Openers that carry no claim ("FYI", "actually", "quick update:", "turns out", "scratch that")
+are dropped from a clause; a value said as "called B" / "known as B" is B; "'s" before no noun
+is "is" ("the party's on Saturday", `expand`); "(was A)" and "X used to be A, now it's B" name
+the old value; "B replaced A as my X" / "B took over as the X" read as (X, is, B); clauses are
+also cut at dashes.
 
 A clause saying the old value is gone ("Z left|retired|closed|won't work", "I dropped|quit|don't
 see Z") names it only for a claim of I/we: such a claim names no subject, and the rules find the
@@ -104,13 +107,14 @@ _TO_VERB = (r"(?:moved|changed|switched|shifted|rescheduled|postponed|pushed|bum
 _ACT = (r"(?:(?:have|has|had|'ve|just|finally|already)\s+)*(?:switched|changed|moved|swapped|updated|upgraded|reset|"
         r"replaced|renamed|relocated|rescheduled|postponed|pushed|bumped|rotated|reissued|shifted|transferred|"
         r"reassigned|set|put|delayed|raised|lowered|increased|decreased|pointed)")
+_TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?"  # "Dr. Brandt", "Ms Kaur"
 # someone putting a thing in a place: "I put the charger in my backpack", "we moved the bikes to the shed"
 _PUT = r"(?:(?:have|has|had|'ve|just|finally)\s+)*(?:moved|put|relocated|hid|stashed|stored|left|keep|kept|placed)"
 _INTO = r"(?:to|into|in|onto|on|under|behind|inside)"
 _AT = {"to": "in", "into": "in", "onto": "on"}
 # a bare subject opening a sentence ("Yoga moved to Fridays"): 1-3 words, never a pronoun (strict)
 _BARE = (r"(?P<s>(?!(?:i|we|they|he|she|it|you|this|that|there|someone|everyone|everything)\b)"
-         r"[A-Za-z][\w'’-]*(?:\s+[a-z][\w'’-]*){0,2}?)")
+         r"[A-Za-z][\w'’-]*(?:\s+(?!(?:got|gets|was|were|has|have|had|is|are|been|just|will)\b)[a-z][\w'’-]*){0,2}?)")
 # when a change takes effect: "from Monday", "starting next week", "as of the 5th"
 _EFFECTIVE = (r"(?:from|starting|beginning|effective|as\s+of)\s+(?:next\s+\w+|this\s+\w+|tomorrow|today|tonight|"
               r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|the\s+\d+\w*|\d+\w*|"
@@ -120,19 +124,24 @@ _CUE = re.compile(rf"\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on
                   r"rather\s+than|"
                   r"new|changed|switched|moved|replaced|reset|updated|rotated|renamed|postponed|rescheduled|delayed|"
                   r"swapped|transferred|relocated|retired|left|quit|dropped|stopped|cancell?ed|actually|update|"
-                  r"heads\s+up|fyi|correction|different|isn't|aren't)\b", re.IGNORECASE)
+                  r"heads\s+up|fyi|correction|different|isn't|aren't|used\s+to|scratch\s+that|turns\s+out|"
+                  r"going\s+forward|moving\s+forward|from\s+here\s+on|henceforth|took\s+over|taking\s+over|"
+                  r"previously|formerly)\b", re.IGNORECASE)
 # a contrast tail naming the old value: ", not A" / "instead of A" / "rather than A" (+ "any more")
-_CONTRAST = re.compile(r"\s*[,;]?\s*(?:and\s+)?\b(?:not|instead\s+of|rather\s+than|in\s+place\s+of)\s+"
-                       r"(?P<a>[^,;:]+?)(?:\s+any\s*more)?\s*[.!]?\s*$", re.IGNORECASE)
+_CONTRAST = re.compile(r"\s*[,;]?\s*(?:and\s+)?\b(?:not|no\s+longer|instead\s+of|rather\s+than|in\s+place\s+of|"
+                       r"previously|formerly)\s+(?P<a>[^,;:()—–]+?)(?:\s+any\s*more)?\s*[.!]?\s*$|"
+                       r"\s*\(\s*(?:was|previously|formerly|used\s+to\s+be|not)\s+(?P<was>[^()]+?)\s*\)\s*[.!]?\s*$",
+                       re.IGNORECASE)
 # time adverbs that mark the change and are no part of the claim
 _ADVERB = re.compile(rf"\s*,?\s*\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|currently|"
-                     r"any\s*more|"
+                     r"any\s*more|going\s+forward|moving\s+forward|from\s+here\s+on|henceforth|instead|"
                      r"as\s+of\s+(?:today|now)|today)\b", re.IGNORECASE)
 # words that open a clause and are no part of its claim: "FYI the standup is at 10 now"
 _OPENER = re.compile(r"^\s*(?:fyi|btw|by\s+the\s+way|actually|heads\s+up|(?:quick\s+)?update|correction|oh|ok(?:ay)?|"
-                     r"also|just\s+so\s+you\s+know)\b[\s,:-]*", re.IGNORECASE)
+                     r"also|just\s+so\s+you\s+know|scratch\s+that|(?:it\s+)?turns\s+out|never\s+mind|apparently|"
+                     r"note|reminder|psa|so)\b[\s,:-]*", re.IGNORECASE)
 # clauses: at ; and : (not inside a time, "9:30"), and at , / so / and / but / then
-_PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s+(?:now\s+that|since|because|ever\s+since)\s+|"
+_PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s+[—–-]+\s+|\s*[—–]\s*|\s+(?:now\s+that|since|because|ever\s+since)\s+|"
                     r"\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
 # a value stops before a subordinate clause: "RT-88 after I re-registered the car" -> "RT-88"
 _TRAIL = re.compile(r"\s+(?:after|because|since|when|until|while|as\s+of|so|now|these\s+days|nowadays|"
@@ -179,6 +188,10 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^(?P<s>i|we)(?:\s+have|'ve|\s+just|\s+finally)*\s+(?:traded|swapped|exchanged|replaced)\s+"
      rf"(?:(?:the|my|our)\s+)?(?P<a>(?-i:[A-Z0-9])[^,;]*?)\s+(?:for|with)\s+"
      rf"(?P<v>(?:(?:a|an|the)\s+)?(?-i:[A-Z0-9])[^,;]*?){_END}", None, "have"),  # names only
+    (rf"^(?P<v>{_TITLE}(?-i:[A-Z])[\w'’.-]*(?:\s+(?-i:[A-Z])[\w'’.-]*)?)\s+(?:has\s+|just\s+)?(?:replaced|succeeded|"
+     rf"took\s+over\s+from|is\s+replacing|is\s+taking\s+over\s+from)\s+(?P<a>[^,;]+?)\s+as\s+{_S}{_END}", None, "is"),
+    (rf"^(?P<v>{_TITLE}(?-i:[A-Z])[\w'’.-]*(?:\s+(?-i:[A-Z])[\w'’.-]*)?)\s+(?:has\s+|just\s+)?(?:took|taken|is\s+taking)\s+"
+     rf"over\s+as\s+{_S}{_END}", None, "is"),
     (rf"^{_BARE}\s+{_VERB}\s+from\s+{_A}\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_BARE}\s+(?:has\s+|have\s+)?{_TO_VERB}(?:\s+{_PARTICLE})?\s+to\s+{_V}{_END}", None, "is"),
     (rf"^{_BARE}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as)\s+{_V}{_END}",
@@ -209,19 +222,32 @@ TIME_WORDS = frozenset({"midnight", "noon", "midday"})  # a time said as a word 
 def _clean(v: str | None) -> str | None:
     if v is None:
         return None
+    v = re.sub(r"\s*\([^()]*\)\s*[.!]?\s*$", "", v.strip())  # "4410 (was 1234)": the aside is no part of it
     v = v.strip().rstrip(".!,;:").strip().strip("\"'“”‘’«»").strip()
     v = _TRAIL.sub("", v).strip() if len(v.split()) > 1 else v
     v = re.sub(r"^(?:to|in|at|on|called|named|known\s+as)\s+", "", v, flags=re.IGNORECASE) if len(v.split()) > 1 else v
     return v or None
 
 
+_IS = re.compile(r"(?<=\w)['’]s\s+(?=(?:now|not|no|on|at|in|different|changed|moved|been|being|still|also|a|an|the|"
+                 r"going|happening|scheduled|set|[A-Z0-9#])\b)")
+
+
+def expand(sentence: str) -> str:
+    """"'s" read as "is" where no noun follows: "the party's on Saturday", "Lisa's not my
+    manager" (a possessive is kept: "my daughter's teacher")."""
+    return _IS.sub(" is ", sentence)
+
+
 def parse_update(sentence: str, intent: str = "inferred", before: str | None = None) -> FactProposal | None:
     """The update one sentence states, or None (not an update, a question, or a value too odd).
     `before`: the sentence said just before it, whose subject an "it's B now" takes."""
-    s = sentence.strip()
+    s = expand(sentence.strip())
     if not s or s.endswith("?") or len(s) > 400:
         return None
-    return _matched(s, intent) or _cued(s, intent, named_in(before or ""))
+    was = m if (m := _CONTRAST.search(s)) and m["was"] else None  # "4410 (was 1234)": the old value aside
+    return (_matched(s[:was.start()] if was else s, intent, _clean(was["was"]) if was else None)
+            or _cued(s, intent, named_in(before or "")))
 
 
 def named_in(text: str) -> str | None:
@@ -273,7 +299,6 @@ _NP = re.compile(r"\b(?:my|our|the)\s+[\w'’-]+(?:\s+(?!(?:yesterday|today|tomo
                  r"because|and|but|so|last|this|now|over|back|up|down|is|are|was|were|has|have|had|it|its|got|"
                  r"will|won't|can|did|does|do|went|goes|\w+ed)\b)"
                  r"[\w'’-]+){0,4}", re.IGNORECASE)
-_TITLE = r"(?:(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?"  # "Dr. Brandt", "Ms Kaur"
 # the old value gone: "Dr. Brandt closed his practice", "Theo moved away", "I don't see Dr. Ferris
 # anymore", "I dropped Comcast" (a name or a code, as said)
 _GONE = re.compile(r"^(?!(?:I|We|They|He|She|It|You|This|That|There)\b)"
@@ -294,7 +319,9 @@ _I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|(?:\s+have|'
                     rf"(?P<verb>go\s+to|see|use|visit|"
                     rf"bank\s+with|shop\s+at|fly\s+with|work\s+with|rely\s+on|stay\s+at|staying\s+at|going\s+to|"
                     rf"seeing|using|banking\s+with|shopping\s+at|with|joined|signed\s+up\s+(?:with|at)|went\s+with|"
-                    rf"chose|picked|switched\s+to|moved\s+to|go\s+with)\s+{_V}{_END}", re.IGNORECASE)
+                    rf"chose|picked|switched\s+to|moved\s+to|go\s+with|drive|ride|own|take|attend|follow|"
+                    rf"work\s+for|play\s+for|listen\s+to|read|watch|fly|support|root\s+for|study\s+at|"
+                    rf"train\s+with|run\s+with|walk\s+with)\s+{_V}{_END}", re.IGNORECASE)
 _BASE = {"going to": "go to", "seeing": "see", "using": "use", "staying at": "stay at", "banking with": "bank with",
          "shopping at": "shop at"}  # "we've been going to Zazie": one claim with "we go to Zazie"
 # someone who now does a thing for me: "Oskar manages me", "Dr. Wu treats us"
@@ -304,12 +331,18 @@ _DOES_ME = re.compile(rf"^(?P<v>{_TITLE}[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)?
 _NO_SUBJECT = frozenset("the my our your a an it it's its they he she this that there so now not no i we you "
                         "i'm we're they're".split())
 # a bare subject and its value in a cued clause: "swim lessons are on Saturdays (now)"
-_BARE_IS = re.compile(rf"^(?P<s>(?:(?:my|our|the)\s+)?{_BARE[6:-1]})\s+(?:is|are|will\s+be|'ll\s+be|'s)\s+"
-                      rf"(?:(?:on|at|in)\s+)?{_V}{_END}",
+_BARE_IS = re.compile(rf"^(?P<s>(?:(?:my|our|the)\s+)?{_BARE[6:-1]})\s+(?:is|are|will\s+be|'ll\s+be|'s|is\s+going\s+to\s+be|"
+                      rf"will\s+now\s+be)\s+(?:(?:now\s+)?(?:happening|taking\s+place|being\s+held|scheduled|set|planned|"
+                      rf"booked|held)\s+)?(?:(?:on|at|in|for)\s+)?{_V}{_END}",
                       re.IGNORECASE)
 # "we changed hotels", "I switched dentists": names the kind of thing the next clause gives
 _SWITCHED = re.compile(r"^(?P<s>i|we)(?:\s+have|'ve|\s+just|\s+finally)*\s+(?:changed|switched|swapped)\s+"
                        r"(?P<x>[a-z]+s)$", re.IGNORECASE)
+
+
+# "we used to meet in room 4", "the code used to be 5521": the old value, said before the new one
+_USED = re.compile(r"^(?:(?P<np>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}?)|i|we)\s+used\s+to\s+(?:be\s+)?"
+                   r"(?:[a-z]+\s+(?:(?:in|at|on|with|to)\s+)?)?(?P<a>[^,;]+)$", re.IGNORECASE)
 
 
 def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
@@ -323,15 +356,20 @@ def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
         return None
     body, old = s.rstrip(" .!"), ""
     if m := _CONTRAST.search(body):
-        body, old = body[:m.start()], _clean(m["a"]) or ""
+        body, old = body[:m.start()], _clean(m["a"] or m["was"]) or ""
     pieces = [piece for piece in (_OPENER.sub("", _ADVERB.sub("", x)).strip(" ,") for x in _PIECE.split(body)) if piece]
     for i in range(1, len(pieces)):
         who, first = pieces[i - 1].split()[0], pieces[i].split()[0]
         if who.casefold() in ("i", "we") and first.islower() and first not in _NO_SUBJECT:
             pieces[i] = f"{who} {pieces[i]}"
     gone = next((_clean(g["z"]) for x in pieces if (g := _GONE.match(x) or _DROPPED.match(x))), None) or ""
+    if not old and (u := next((m for x in pieces if (m := _USED.match(x))), None)):
+        old = _clean(u["a"]) or ""  # "X used to be A, now it's B": A is the old value, as "not A" would say
     found, kind = None, None
     for piece in pieces:
+        if _USED.match(piece):
+            named = named_in(piece) or named
+            continue
         if m := _SWITCHED.match(piece):
             kind = f"{'my' if m['s'].casefold() == 'i' else 'our'} {stem(m['x'].casefold())}"
             continue

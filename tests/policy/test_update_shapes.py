@@ -65,6 +65,16 @@ def one(text):
     ("We've been going to Zazie for brunch instead of Tartine.", ("we", "go to", "Zazie", "Tartine")),
     ("The vet visit was rescheduled for May 11.", ("The vet visit", "is", "May 11", "")),
     ("The parking garage closes at midnight now.", ("The parking garage", "is", "midnight", "")),
+    ("Turns out the picnic's on Sunday, not Saturday.", ("the picnic", "is", "Sunday", "Saturday")),
+    ("Correction: my seat is 14C, not 12A.", ("my seat", "is", "14C", "12A")),
+    ("New locker combo: 2219 (was 8871).", ("the locker combo", "is", "2219", "8871")),
+    ("Dr. Amari replaced Dr. Kole as my allergist.", ("my allergist", "is", "Dr. Amari", "Dr. Kole")),
+    ("Ines took over as the choir director.", ("the choir director", "is", "Ines", "")),
+    ("The shed code used to be 3141 but now it's 2718.", ("The shed code", "is", "2718", "3141")),
+    ("The gala is happening on May 9 instead.", ("The gala", "is", "May 9", "")),
+    ("Going forward my editor is Helix.", ("my editor", "is", "Helix", "")),
+    ("I drive a Rivian now.", ("I", "drive", "a Rivian", "")),
+    ("Router password got changed to Kestrel5.", ("Router password", "is", "Kestrel5", "")),
     ("Farah moved to another team, so Gil mentors me now.", ("I", "mentors me", "Gil", "Farah")),
     ("We use Becker for plumbing now since Halvorsen retired.", ("we", "use", "Becker", "Halvorsen")),
 ])
@@ -80,6 +90,8 @@ def test_update_shapes_read_as_one_claim(text, want):
     "I went to the store. It's closed now.", "It's Tuesday now.", "I arrived at Heathrow now.", "We are at Luigi's now.",
     "We traded stories for an hour.", "I replaced the battery with a new one.", "Gil mentors me now.",
     "We switched seats to the back.", "I swapped my shift for a day off.", "We've been going to the gym a lot.",
+    "The weather's been awful, it was raining all week.", "I used to play piano.", "The store's closed now.",
+    "It's a nice day - we went to the park.", "Scratch that, I'm tired.",
 ])
 def test_change_words_without_a_value_like_claim_are_not_updates(text):
     assert all(p.replaces is None for p in parse_statement(text))
@@ -162,6 +174,10 @@ def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_
     ("The wifi is called Orion.", "The wifi is called Vega now.", "The wifi is Vega"),
     ("My pediatrician is Dr. Hale.", "We switched pediatricians to Dr. Osei.", "My pediatrician is Dr. Osei"),
     ("My son's coach is Mr. Briggs.", "My son has a new coach, Ms. Tran.", "My son's coach is Ms. Tran"),
+    ("My allergist is Dr. Kole.", "Dr. Amari replaced Dr. Kole as my allergist.", "My allergist is Dr. Amari"),
+    ("My manager is Lisa.", "Oh, and Lisa's not my manager anymore — it's Raj.", "My manager is Raj"),
+    ("We rehearse in hall 2.", "We used to rehearse in hall 2, now we rehearse in hall 7.", "We rehearse in hall 7"),
+    ("The picnic's on Saturday.", "Turns out the picnic's on Sunday, not Saturday.", "The picnic is on Sunday"),
 ])
 def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
     (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
