@@ -52,10 +52,11 @@ _NAME = re.compile(r"\b(?:call me|i am called|i'm called)\s+(?P<v>.+)", re.IGNOR
 _AGE = re.compile(r"\bi(?:\s+am|'m)\s+(?P<v>\d{1,3})\s+years?\s+old\b", re.IGNORECASE)
 _LIVE = re.compile(r"\bi\s+live\s+in\s+(?P<v>.+)", re.IGNORECASE)
 # "we meet in room 4", "I work at Globex": one verb, then where
-_WHERE = re.compile(r"^(?P<s>i|we)\s+(?P<verb>[a-z]+)\s+(?P<p>in|at)\s+(?P<v>.+)", re.IGNORECASE)
+_USUALLY = r"(?:(?:usually|always|normally|often|still|mostly|currently)\s+)?"  # "we usually meet at the Cafe"
+_WHERE = re.compile(rf"^(?P<s>i|we)\s+{_USUALLY}(?P<verb>[a-z]+)\s+(?P<p>in|at)\s+(?P<v>.+)", re.IGNORECASE)
 _WHERE_VERBS = frozenset("meet work park train study sit shop stay eat practise practice rehearse gather".split())
 # "we eat lunch at Luigi's", "I get coffee at Blue Bottle": a verb, one object word, then a Name
-_DOING = re.compile(r"^(?P<s>i|we)\s+(?P<verb>[a-z]+)(?:\s+(?P<obj>[a-z]+))?\s+(?P<p>in|at|with)\s+(?P<v>.+)$",
+_DOING = re.compile(rf"^(?P<s>i|we)\s+{_USUALLY}(?P<verb>[a-z]+)(?:\s+(?P<obj>[a-z]+))?\s+(?P<p>in|at|with)\s+(?P<v>.+)$",
                     re.IGNORECASE)
 _NOT_DOING = frozenset("am are was were be been is do did does don't didn't never not can could will would should "
                        "might must have had has just also arrived landed".split())

@@ -51,7 +51,7 @@ def words(text: str) -> list[str]:
 
 
 # words no subject is told apart by: determiners, pronouns, the possessive "s" ("doctor's")
-FUNCTION_WORDS = frozenset("my our the a an your their his her its i we me us s".split())
+FUNCTION_WORDS = frozenset("my our the a an your their his her its i we me us s of for to in at on with".split())
 
 
 def stem(word: str) -> str:

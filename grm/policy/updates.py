@@ -323,7 +323,7 @@ _I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|(?:\s+have|'
                     rf"work\s+for|play\s+for|listen\s+to|read|watch|fly|support|root\s+for|study\s+at|"
                     rf"train\s+with|run\s+with|walk\s+with)\s+{_V}{_END}", re.IGNORECASE)
 _BASE = {"going to": "go to", "seeing": "see", "using": "use", "staying at": "stay at", "banking with": "bank with",
-         "shopping at": "shop at"}  # "we've been going to Zazie": one claim with "we go to Zazie"
+         "shopping at": "shop at", "work for": "work at"}  # "we've been going to Zazie": one claim with "we go to Zazie"
 # someone who now does a thing for me: "Oskar manages me", "Dr. Wu treats us"
 _DOES_ME = re.compile(rf"^(?P<v>{_TITLE}[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*)?)\s+"
                       rf"(?P<verb>[a-z]+s)\s+(?P<s>me|us){_END}")

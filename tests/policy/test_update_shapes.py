@@ -178,6 +178,10 @@ def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_
     ("My manager is Lisa.", "Oh, and Lisa's not my manager anymore — it's Raj.", "My manager is Raj"),
     ("We rehearse in hall 2.", "We used to rehearse in hall 2, now we rehearse in hall 7.", "We rehearse in hall 7"),
     ("The picnic's on Saturday.", "Turns out the picnic's on Sunday, not Saturday.", "The picnic is on Sunday"),
+    ("We usually rehearse at the Old Mill.", "We rehearse at Hall Nine now instead of the Old Mill.",
+     "We rehearse at Hall Nine"),
+    ("The password for the printer is Gull3.", "The printer password changed to Tern8.", "The password for the printer is Tern8"),
+    ("I work at Umbrella.", "I work for Vandelay now.", "I work at Vandelay"),
 ])
 def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
     (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
