@@ -416,7 +416,10 @@ def _table(res: dict) -> list[str]:
             "the superseded fact's subject) was written from general English update forms and its own unit-test "
             "sentences (tests/policy/test_update_shapes.py) and checked on the policy plane alone against TUNE, "
             "HELD-OUT, FRESH, FRESH-2 and HARD_UPDATES (all seen, so tuned). FRESH-3: written by someone other than "
-            "the rules' author before the session-7 changes and never read by that author: the blind split.",
+            "the rules' author before the session-7 changes and never read by that author: the blind split. Its first "
+            "run (commit 9f79c1b: superseded 4/12, latest value 3/12 from memory, 3/12 in context) is its blind figure; "
+            "the rules were then extended from the author's own sentences, having seen only those totals (never its "
+            "rows), so a later FRESH-3 row is no longer blind.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in res["updates"]:
         for r in u["rows"]:
