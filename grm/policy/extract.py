@@ -37,8 +37,8 @@ import re
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm
-from grm.policy.updates import EVENT_VERB, TIME_WORDS, expand, parse_update
+from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, TIME_WORDS, FactProposal, norm
+from grm.policy.updates import EVENT_VERB, expand, parse_update
 
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_WORDS = 6

@@ -54,6 +54,15 @@ def words(text: str) -> list[str]:
 FUNCTION_WORDS = frozenset("my our the a an your their his her its i we me us s of for to in at on with".split())
 
 
+TIME_WORDS = frozenset({"midnight", "noon", "midday"})  # a time said as a word is a value too
+
+
+def value_like(v: str) -> bool:
+    """A value a user would name: a name or a code (a capital letter, a digit, # @ _ /) or a time
+    word, not "nice", "camp", "really busy"."""
+    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v) or v.strip().casefold() in TIME_WORDS
+
+
 def stem(word: str) -> str:
     """A crude plural fold: "hotels" -> "hotel", "pharmacies" -> "pharmacy", "boxes" -> "box"
     ("class", "bus", "tennis" kept)."""

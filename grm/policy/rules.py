@@ -29,6 +29,11 @@ A pure function (no store, no clock of its own), so every rule has a unit test:
    is different now: X") replaces only a fact it ranks at least as high as. Ambiguous updates
    (several facts match, the named old value is not what memory holds, an immutable fact) go to
    review; an update of nothing memory holds is a new fact.
+8. A later plain restatement of one claim, both read from chat ("The standup is at 9." ...
+   "The standup is at 10."), is the user's latest word: it supersedes (reason "updated") when
+   every fact it contradicts is mutable, extracted (inferred or observed, no higher than it),
+   older, and both values are names, numbers or codes. Anything else (an opinion, "my dentist
+   is really nice"; a fact a user asserted) goes to review by rule 5.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank, stems
+from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank, stems, value_like
 
 ACTIONS = ("create", "reinforce", "supersede", "review")
 
@@ -112,6 +117,10 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
     if locked:
         return Decision("review", target=locked[0].id, reason=f"contradicts immutable fact {locked[0].id}")
     top = max(contra, key=lambda f: rank(f.intent))
+    if not forced and _restated(c, contra):
+        ids = tuple(f.id for f in contra)
+        return Decision("supersede", supersede=ids + retire, why=("updated",) * len(ids) + retire_why,
+                        reason=f"restated: {top.value} -> {c.value}")
     if forced or rank(c.intent) > rank(top.intent):
         ids = tuple(f.id for f in contra)
         return Decision("supersede", supersede=ids + retire, why=("contradicted",) * len(ids) + retire_why,
@@ -121,6 +130,7 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
 
 
 USER = rank("user-asserted")
+INFERRED = rank("inferred")
 
 
 _LEAD = re.compile(r"^(?:(?:in|on|at|a|an|the)\s+)+")
@@ -143,6 +153,16 @@ def _holding(c: Candidate, facts: Iterable[Fact], now: float, any_value: bool = 
             and f.key[1] not in MULTI_VALUED
             and (any_value or _same_value(c.replaces or "", f.value))
             and (any_subject or (_be(f.key[1]) == _be(c.key[1]) and bool(mine & stems(f.subject))))]
+
+
+def _restated(c: Candidate, contra: list[Fact]) -> bool:
+    """Rule 8: the user's later word on one claim, both read from chat ("The standup is at 9" ...
+    "The standup is at 10"): every contradicted fact mutable, extracted (no higher than c's own
+    intent, at most inferred), older, and both values names, numbers or codes (so "my dentist is
+    really nice" never replaces "Dr. Cho")."""
+    return (rank(c.intent) <= INFERRED and value_like(c.value)
+            and all(f.mutable and rank(f.intent) <= rank(c.intent) and f.valid_from < c.valid_from
+                    and value_like(f.value) for f in contra))
 
 
 def _be(predicate: str) -> str:

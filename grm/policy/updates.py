@@ -77,7 +77,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from grm.policy.fact import MULTI_VALUED, FactProposal, norm, stem
+from grm.policy.fact import MULTI_VALUED, FactProposal, norm, stem, value_like
 
 _S = r"(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}?)"
 _VERB = (r"(?:has\s+|have\s+|had\s+|was\s+|were\s+|got\s+|just\s+|been\s+)*"
@@ -211,12 +211,6 @@ STRICT_FROM = 12  # the index of "the|my|our new X is B": it and every pattern a
 _BAD_VALUE = re.compile(r"\b(?:not|no|never|maybe|perhaps|i|you|he|she|it|we|they)\b", re.IGNORECASE)
 
 
-def _value_like(v: str) -> bool:
-    """A value a user would name: a name or a code (a capital letter or a digit), not "nice", "camp"."""
-    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v) or v.casefold() in TIME_WORDS
-
-
-TIME_WORDS = frozenset({"midnight", "noon", "midday"})  # a time said as a word is a value too
 
 
 def _clean(v: str | None) -> str | None:
@@ -268,7 +262,7 @@ def _matched(s: str, intent: str, replaces: str | None = None) -> FactProposal |
             return None
         if groups.get("at"):  # a place keeps its preposition: "in my backpack" ("to the shed": "in the shed")
             new = f"{_AT.get(groups['at'].casefold(), groups['at'].casefold())} {new}"
-        if i >= STRICT_FROM and not (old or replaces) and not _value_like(new):
+        if i >= STRICT_FROM and not (old or replaces) and not value_like(new):
             return None
         subj = subject or (groups.get("s") or "").strip()
         if groups.get("x"):  # "the new X is B", "I have a new X, B": the subject is "the|my|our X"
@@ -397,7 +391,7 @@ def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
 def _checked(subject: str, predicate: str, value: str, old: str, intent: str) -> FactProposal | None:
     """A cued clause's claim, if its value looks like one (a name or code, or the old value is named)."""
     v = _clean(value)
-    if not v or _BAD_VALUE.search(v) or len(v.split()) > 8 or not (old or _value_like(v)):
+    if not v or _BAD_VALUE.search(v) or len(v.split()) > 8 or not (old or value_like(v)):
         return None
     return _proposal(subject, predicate, v, old, intent)
 

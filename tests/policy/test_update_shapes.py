@@ -188,3 +188,27 @@ def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement
     (o,) = mem.observe(update, evidence_id="s#2", now=2.0)
     assert o.action == "superseded" and o.superseded == (made.fact,)
     assert [f.statement for f in mem.facts(3.0)] == [statement]
+
+
+def test_a_later_plain_restatement_of_a_name_or_number_supersedes_with_lineage(mem):
+    (made,) = mem.observe("The standup is at 9.", evidence_id="s#1", now=1.0)
+    (o,) = mem.observe("The standup is at 10.", evidence_id="s#2", now=2.0)
+    assert o.action == "superseded" and o.superseded == (made.fact,)
+    assert [f.value for f in mem.facts(3.0)] == ["at 10"] and mem.ledger.edge(made.fact)["reason"] == "updated"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("My dentist is Dr. Cho.", "My dentist is really nice."),  # not a value: an opinion
+    ("My dentist is really nice.", "My dentist is Dr. Cho."),  # the old one is no value either
+])
+def test_a_plain_restatement_that_is_no_value_goes_to_review(mem, first, second):
+    (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
+    (o,) = mem.observe(second, evidence_id="s#2", now=2.0)
+    assert o.action == "review" and [f.id for f in mem.facts(3.0)] == [made.fact]
+
+
+def test_a_plain_restatement_never_replaces_what_the_user_asserted(mem):
+    mem.handle("remember permanently: the standup is at 9", evidence_id="c#1", now=1.0)
+    (o,) = mem.observe("The standup is at 10.", evidence_id="s#2", now=2.0)
+    assert o.action == "review" and [f.value for f in mem.facts(3.0)] == ["at 9"]
+
