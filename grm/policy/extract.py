@@ -47,7 +47,8 @@ MAX_SUBJECT_WORDS = 6
 _TITLES = "".join(rf"(?<!\b{t})" for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Prof", "Jr", "Sr", "Mt"))
 _SENTENCE = re.compile(r"[!?\n]|" + _TITLES + r"\.(?=\s)")  # "3.5", "ann@x.org" are not ends
 _CLAUSE = re.compile(r"[!?;\n]|" + _TITLES + r"(?:(?<!\d)\.|\.(?!\d))|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)", re.IGNORECASE)
-_POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our|(?-i:[A-Z])[\w-]*['’]s)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)",
+                         re.IGNORECASE)
 _NAME = re.compile(r"\b(?:call me|i am called|i'm called)\s+(?P<v>.+)", re.IGNORECASE)
 _AGE = re.compile(r"\bi(?:\s+am|'m)\s+(?P<v>\d{1,3})\s+years?\s+old\b", re.IGNORECASE)
 _LIVE = re.compile(r"\bi\s+live\s+in\s+(?P<v>.+)", re.IGNORECASE)
@@ -70,6 +71,7 @@ _PLACE = re.compile(r"^(?:under|underneath|behind|beside|inside|next\s+to|near|a
                     r"(?:the|a|an|my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}$", re.IGNORECASE)
 _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
 _GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+is\s+(?P<v>.+)", re.IGNORECASE)
+_WHEN_SAID = re.compile(r"\s*,?\s+(?:now|these\s+days|nowadays|any\s*more|from\s+now\s+on|for\s+now)$", re.IGNORECASE)
 _CALLED = re.compile(r"^(?:called|named|known\s+as)\s+", re.IGNORECASE)
 _SKIP_START = ("if ", "when ", "whether ", "what ", "who ", "where ", "how ", "why ", "which ",
                "do ", "does ", "is ", "are ", "maybe ", "perhaps ", "unless ")
@@ -87,6 +89,7 @@ class Extractor(Protocol):
 def _clean_value(v: str) -> str | None:
     v = v.strip().rstrip(".!,;:").strip().strip("\"'“”‘’«»").strip()
     v = _CALLED.sub("", v) if len(v.split()) > 1 else v  # "called Orion" is "Orion"
+    v = _WHEN_SAID.sub("", v).strip().rstrip(",") if len(v.split()) > 1 else v  # "green tea now" is "green tea"
     if not v or len(v) > MAX_VALUE_CHARS or v.casefold().startswith(_NEGATION):
         return None
     return v

@@ -32,8 +32,9 @@ A pure function (no store, no clock of its own), so every rule has a unit test:
 8. A later plain restatement of one claim, both read from chat ("The standup is at 9." ...
    "The standup is at 10."), is the user's latest word: it supersedes (reason "updated") when
    every fact it contradicts is mutable, extracted (inferred or observed, no higher than it),
-   older, and both values are names, numbers or codes. Anything else (an opinion, "my dentist
-   is really nice"; a fact a user asserted) goes to review by rule 5.
+   older, and both values are of one kind: both names, numbers or codes, or both plain words
+   ("my favorite tea is oolong" ... "is green tea"). Anything else (an opinion beside a name,
+   "my dentist is really nice" after "Dr. Cho"; a fact a user asserted) goes to review (rule 5).
 """
 
 from __future__ import annotations
@@ -158,11 +159,11 @@ def _holding(c: Candidate, facts: Iterable[Fact], now: float, any_value: bool = 
 def _restated(c: Candidate, contra: list[Fact]) -> bool:
     """Rule 8: the user's later word on one claim, both read from chat ("The standup is at 9" ...
     "The standup is at 10"): every contradicted fact mutable, extracted (no higher than c's own
-    intent, at most inferred), older, and both values names, numbers or codes (so "my dentist is
+    intent, at most inferred), older, and its value of the same kind as c's (so "my dentist is
     really nice" never replaces "Dr. Cho")."""
-    return (rank(c.intent) <= INFERRED and value_like(c.value)
+    return (rank(c.intent) <= INFERRED
             and all(f.mutable and rank(f.intent) <= rank(c.intent) and f.valid_from < c.valid_from
-                    and value_like(f.value) for f in contra))
+                    and value_like(f.value) == value_like(c.value) for f in contra))
 
 
 def _be(predicate: str) -> str:

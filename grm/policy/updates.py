@@ -79,7 +79,8 @@ from dataclasses import replace
 
 from grm.policy.fact import MULTI_VALUED, FactProposal, norm, stem, value_like
 
-_S = r"(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}?)"
+_OWNER = r"(?:my|our|the|(?-i:[A-Z])[\w-]*['’]s)"  # "my bank", "the gate code", "Anna's phone number"
+_S = rf"(?P<s>{_OWNER}\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)"
 _VERB = (r"(?:has\s+|have\s+|had\s+|was\s+|were\s+|got\s+|just\s+|been\s+)*"
          r"(?:slipped|moved|changed|shifted|switched|went|gone|pushed|bumped|jumped|dropped|rose|risen|"
          r"increased|decreased|grew|fell|fallen|was\s+raised|raised|lowered|updated|reset|rescheduled)"
@@ -169,7 +170,7 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^{_S}\s+(?:is|are)\s+{_V}\s+now\s*,?\s*(?:and\s+)?not\s+{_A}(?:\s+any\s*more)?{_END}", None, "is"),
     (rf"^{_S}\s+(?:is|are)\s+{_V}\s+instead\s+of\s+{_A}{_END}", None, "is"),
     (rf"^{_S}\s+(?:is|are)\s+now\s+{_V}{_END}", None, "is"),
-    (rf"^(?P<s>(?:my|our|the))\s+new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+(?:is|are)\s+{_V}{_END}", None, "is"),
+    (rf"^(?P<s>{_OWNER})\s+new\s+(?P<x>(?!one\b)[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+(?:is|are)\s+{_V}{_END}", None, "is"),
     (rf"^(?P<s>i|we)\s+no\s+longer\s+(?P<verb>\w+)\s+{_PREP}\s+{_A}\s*[,;:-]\s*(?:(?:{_NOW_IS}|(?P=s)\s+(?:now\s+)?(?P=verb)\s+(?P=p)|now\s+(?P=p))\s+)?(?:(?P=p)\s+)?{_V}{_END}", None, None),
     (rf"^(?P<s>i|we)\s+now\s+(?P<verb>\w+)\s+{_PREP}\s+{_V}(?:\s*,?\s*(?:instead\s+of|not)\s+(?:(?P=p)\s+)?{_A})?{_END}", None, None),
     (rf"^{_S}\s+{_AUX}\s+(?:just\s+)?{_PART}(?:\s+{_PARTICLE})?\s+(?:from\s+{_A}\s+)?(?:to|as|for)\s+{_V}{_END}",
@@ -289,7 +290,7 @@ _IT = re.compile(rf"^(?:it's|it\s+is|its|it\s+now\s+is|now\s+it's|it'll\s+be|it\
                  rf"(?:it|they)\s+(?:now\s+)?{EVENT_VERB}\s+(?:at|on|in))\s+{_V}{_END}",
                  re.IGNORECASE)
 # the subject a clause names: "the garage door code" in "Changed the garage door code yesterday"
-_NP = re.compile(r"\b(?:my|our|the)\s+[\w'’-]+(?:\s+(?!(?:yesterday|today|tomorrow|to|from|for|at|in|on|with|again|"
+_NP = re.compile(rf"\b{_OWNER}\s+[\w'’-]+(?:\s+(?!(?:yesterday|today|tomorrow|to|from|for|at|in|on|with|again|"
                  r"because|and|but|so|last|this|now|over|back|up|down|is|are|was|were|has|have|had|it|its|got|"
                  r"will|won't|can|did|does|do|went|goes|\w+ed)\b)"
                  r"[\w'’-]+){0,4}", re.IGNORECASE)

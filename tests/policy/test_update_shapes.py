@@ -182,6 +182,9 @@ def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_
      "We rehearse at Hall Nine"),
     ("The password for the printer is Gull3.", "The printer password changed to Tern8.", "The password for the printer is Tern8"),
     ("I work at Umbrella.", "I work for Vandelay now.", "I work at Vandelay"),
+    ("Anna's phone number is 555-0101.", "Anna's new phone number is 555-0188.", "Anna's phone number is 555-0188"),
+    ("Dad's cardiologist is Dr. Lee.", "Dad's cardiologist changed to Dr. Wu.", "Dad's cardiologist is Dr. Wu"),
+    ("My favorite tea is oolong.", "My favorite tea is green tea now.", "My favorite tea is green tea"),
 ])
 def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
     (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
