@@ -44,7 +44,6 @@ from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
 from grm.runtime.lead import answer_lead
 from grm.sections import SectionMemory
-from grm.store.kinds import BLOCK
 
 if TYPE_CHECKING:
     from grm.runtime.policy_glue import PolicyGlue
@@ -365,8 +364,8 @@ def abstains(ctx: Context, question: str, texts: list[str]) -> bool:
     floor = ctx.grafts.config.abstain_floor
     if floor <= 0:
         return False
-    sections = (r.text or "" for r in ctx.exact.store.children(ctx.exact.tenant, BLOCK, ctx.exact.sink_fp))
-    return ground(question, texts, DocumentFrequencies(sections), floor).abstain
+    freq = DocumentFrequencies.counted(*ctx.sections.index().frequencies())  # no pass over the sections
+    return ground(question, texts, freq, floor).abstain
 
 
 def graft_mount(r: Routed) -> dict:

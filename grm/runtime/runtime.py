@@ -26,6 +26,7 @@ from grm.dialects.selftest import PROBE_TEXT
 from grm.errors import UserInputError
 from grm.exact import ExactConfig, ExactMemory, IngestResult
 from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig, reread
+from grm.grafts.floor import declarative, terms
 from grm.grafts.reread import Costs
 from grm.kv.forward import prefill
 from grm.models import LoadedModel, load_model
@@ -56,7 +57,8 @@ class Runtime:
         # mounts counted for the tiering policy (grm/store/tiering.py), one log per process's store
         self.uses = uses if uses is not None else UseLog()
         self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
-        self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens))
+        self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens),
+                                      lambda text: terms(declarative(text)))  # the abstain floor's counts
         self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
                                                           channels=Channels(channel=config.channel),

@@ -10,7 +10,7 @@ as a `document` record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable, Iterable
 
 from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
 from grm.kv import KV, cache_from_kv, kv_from_cache
@@ -36,8 +36,11 @@ class SectionConfig:
 
 
 class SectionMemory:
-    def __init__(self, exact: ExactMemory, config: SectionConfig) -> None:
-        self.exact, self.config = exact, config
+    def __init__(self, exact: ExactMemory, config: SectionConfig,
+                 words: Callable[[str], Iterable[str]] | None = None) -> None:
+        """`words(text)`: a section's content words, counted by the index for the caller's
+        document frequencies (the runtime's abstain floor); None: not counted."""
+        self.exact, self.config, self.words = exact, config, words
         self._index: DenseIndex | None = None
 
     def plan(self, text: str) -> int:
@@ -85,12 +88,12 @@ class SectionMemory:
         return combine(lexical, dense, channel, self.config.channels.dense_weight, bounds)[:k]
 
     def index(self) -> DenseIndex:
-        """The in-memory dense index of the sections read after the sinks (grm/route/index.py),
-        built on first use and kept in step with the store by its LSN."""
+        """The in-memory index of the sections read after the sinks (grm/route/index.py): dense
+        keys and, given `words`, word counts; built on first use, kept in step by the store's LSN."""
         if self._index is None:
             ex = self.exact
             self._index = DenseIndex(ex.store, ex.tenant, BLOCK, key_width(ex.dialect, self.config.channels.dense),
-                                     lambda r: r.state == "active" and r.parent == ex.sink_fp)
+                                     lambda r: r.state == "active" and r.parent == ex.sink_fp, self.words)
         return self._index
 
     def _dense_scores(self, question: str, lexical: dict[str, Hit], k: int) -> tuple[dict, tuple[float, float] | None]:

@@ -148,3 +148,17 @@ def test_rows_since_returns_what_was_written_after(where, tmp_path):
         assert s.keys("t", GRAFT) == {"a", "d"} and s.keys("t", "nothing") == set()
     finally:
         s.close()
+
+
+def test_section_word_counts_are_the_floor_frequencies_over_the_sections(make_runtime, tmp_path):
+    from grm.store.kinds import BLOCK
+    from tests.conftest import lorem
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text(lorem(8, 5) + "\n\nThe vault code of Quintar is 7781.\n")
+    rt = make_runtime(section_tokens=64)
+    rt.ingest([doc], layout="sections", progress=False)
+    ex = rt.exact
+    want = DocumentFrequencies(r.text or "" for r in ex.store.children(ex.tenant, BLOCK, ex.sink_fp))
+    n, df = rt.sections.index().frequencies()
+    assert n == want.n > 1 and {t: c for t, c in df.items() if c} == want.df
