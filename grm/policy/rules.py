@@ -138,9 +138,14 @@ _LEAD = re.compile(r"^(?:(?:in|on|at|a|an|the)\s+)+")
 
 
 def _same_value(said: str, value: str) -> bool:
-    """The old value as said names `value` ("Denver" names "in Denver", "a Ford" names "Ford")."""
+    """The old value as said names `value` ("Denver" names "in Denver", "a Ford" names "Ford",
+    "Wednesdays" names "on Wednesday", "Brandt" names "Dr. Brandt", "the mat" names "under the
+    mat"): the same words, plural-folded, or the one's all in the other."""
     a, b = _LEAD.sub("", norm(said)), _LEAD.sub("", norm(value))
-    return bool(a) and a == b
+    if not a or not b:
+        return False
+    x, y = stems(a), stems(b)
+    return a == b or (bool(x) and bool(y) and (x <= y or y <= x))
 
 
 def _holding(c: Candidate, facts: Iterable[Fact], now: float, any_value: bool = False,

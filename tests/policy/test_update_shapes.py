@@ -185,6 +185,8 @@ def test_an_update_never_overwrites_a_differently_named_subject_holding_the_old_
     ("Anna's phone number is 555-0101.", "Anna's new phone number is 555-0188.", "Anna's phone number is 555-0188"),
     ("Dad's cardiologist is Dr. Lee.", "Dad's cardiologist changed to Dr. Wu.", "Dad's cardiologist is Dr. Wu"),
     ("My favorite tea is oolong.", "My favorite tea is green tea now.", "My favorite tea is green tea"),
+    ("My pottery class is on Wednesdays.", "Pottery moved from Wednesday to Friday.", "My pottery class is on Friday"),
+    ("My vet is Dr. Brandt.", "I switched my vet from Brandt to Dr. Sato.", "My vet is Dr. Sato"),
 ])
 def test_new_shapes_supersede_the_fact_they_change(mem, first, update, statement):
     (made,) = mem.observe(first, evidence_id="s#1", now=1.0)
