@@ -139,7 +139,9 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         if v is None or not _subject_ok(subject):
             return None
         subject = subject.strip()
-        return FactProposal(subject, predicate, v, f"{subject} {predicate} {v}", intent=intent)
+        said = value.strip().rstrip(".!,;:").strip()  # "is called Heron": the value is Heron, the words stay
+        kept = said if _CALLED.match(said) and said.endswith(v) else v
+        return FactProposal(subject, predicate, v, f"{subject} {predicate} {kept}", intent=intent)
 
     if m := _NAME.search(clause):
         return make("my name", "is", m["v"]) if _is_name(m["v"].strip().rstrip(".!")) else None
