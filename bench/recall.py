@@ -79,7 +79,7 @@ def make_facts(n: int, rng: random.Random) -> list[dict]:
 FORMS_TUNED = ("What was tuned on what: the lead rules (grm/runtime/lead.py) were written against tune, then "
                "(7a47f20) extended after seeing held-out's failures and by the author of the blind split, who had "
                "its forms in mind: none of the three is blind to the rules; questions.py's sealed split is "
-               "(bench/results/questions-smollm2-135m-sealed.md).")
+               "(its first run: bench/results/questions-smollm2-135m-sealed-first-run.md).")
 FORMS_TUNE, FORMS_HELD, FORMS_BLIND = 30, 20, 20  # 70 facts in the first FORMS_ARTICLES articles: a
 FORMS_ARTICLES = 150  # ceiling read per probe and form costs a 1,500-token prefill (~28 min on 2 cores)
 
