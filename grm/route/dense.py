@@ -78,17 +78,29 @@ def encode_key(key: torch.Tensor) -> str:
     return base64.b64encode(key.to(torch.float16).numpy().astype("<f2").tobytes()).decode("ascii")
 
 
-def decode_key(text: str, like: torch.Tensor) -> torch.Tensor | None:
-    """A stored key (or keys) shaped like `like`: [*like.shape] for one key, [n, *like.shape] for
-    a multi-key node; None if it does not fit (another geometry) or does not decode."""
+def decode_keys(text: object, width: int) -> np.ndarray | None:
+    """A stored key (or a multi-key node's keys) as [n_keys, width] fp16; None if it does not
+    decode or does not fit this geometry (`width` = key_width)."""
+    if not isinstance(text, str) or not text:
+        return None
     try:
         arr = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f2")
-    except (ValueError, TypeError):
+    except ValueError:  # binascii.Error is a ValueError
         return None
-    if arr.size == 0 or arr.size % like.numel():
+    if arr.size == 0 or arr.size % width:
         return None
-    out = torch.from_numpy(arr.astype(np.float32))
-    return out.reshape(like.shape) if arr.size == like.numel() else out.reshape(-1, *like.shape)
+    return arr.reshape(-1, width)
+
+
+def decode_key(text: str, like: torch.Tensor) -> torch.Tensor | None:
+    """A stored key (or keys) shaped like `like`: [*like.shape] for one key, [n, *like.shape] for
+    a multi-key node; None if it does not fit (another geometry) or does not decode. With `score`,
+    the one-row-at-a-time reference the index (grm/route/index.py) is tested against."""
+    rows = decode_keys(text, like.numel())
+    if rows is None:
+        return None
+    out = torch.from_numpy(rows.astype(np.float32))
+    return out.reshape(like.shape) if len(rows) == 1 else out.reshape(-1, *like.shape)
 
 
 def score(query: torch.Tensor, key: torch.Tensor) -> float:

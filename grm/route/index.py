@@ -19,8 +19,6 @@ blocks read alone after the sinks). Each builds its index lazily, on the first q
 
 from __future__ import annotations
 
-import base64
-import binascii
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -28,6 +26,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import torch
 
+from grm.route.dense import decode_keys
 from grm.route.lexical import Hit
 from grm.store import Record
 from grm.store.backend import ChangeFeed
@@ -36,20 +35,6 @@ NOT_ROUTABLE = -1
 # a router whose dense channel may mount on its own weighs at least this many of its best rows
 # (`candidates`); the rest score below every one of them and never outrank them
 DENSE_CANDIDATES = 64
-
-
-def decode_rows(text: object, width: int) -> np.ndarray | None:
-    """A stored dense key (base64 fp16) as [n_keys, width] fp16, or None when it does not decode
-    or does not fit this geometry."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        arr = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f2")
-    except (ValueError, binascii.Error):
-        return None
-    if arr.size == 0 or arr.size % width:
-        return None
-    return arr.reshape(-1, width)
 
 
 class DenseIndex:
@@ -135,7 +120,7 @@ class DenseIndex:
             live[:slot] = self._live[:slot]
             self._live = live
         self._live[slot] = True
-        rows = decode_rows(rec.meta.get("dense"), self.width)
+        rows = decode_keys(rec.meta.get("dense"), self.width)
         if rows is not None:  # a row without a dense key is left to the lexical channel
             self._append(rows, slot)
 

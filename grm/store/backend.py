@@ -28,7 +28,7 @@ Optional abilities are separate Protocols, checked with isinstance (never hasatt
 - `DurabilityControl`: switch the durability mode and flush (local store; Redis durability is the
   server's own setting).
 - `ChangeFeed`: the rows of a (tenant, kind) written since an LSN, for a caller keeping a derived
-  index in step with the store (graft routing's dense-key matrix, grm/grafts/index.py); without
+  index in step with the store (the routers' dense-key index, grm/route/index.py); without
   it the caller re-reads `records` whenever `last_lsn` moves.
 
 Record kinds are the constants of `grm.store.kinds`.
