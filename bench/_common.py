@@ -15,6 +15,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout'
 from grm.demo.news import GENSIM, NEWS_MEMBER, cache_dir, news_corpus  # noqa: E402,F401  (one fetcher)
 
 
+SEALED = Path(__file__).resolve().parent / "data" / "sealed"
+
+
+def sealed(kind: str) -> dict[str, list]:
+    """Splits kept in bench/data/sealed/KIND-NAME.json ({"written": "...", "items": [...]}), by
+    NAME: written by someone who had not seen the code they measure, and not read by its author
+    before their first run, so that run is a blind figure. Each item a list, as the benchmark's
+    own splits are."""
+    out = {}
+    for f in sorted(SEALED.glob(f"{kind}-*.json")):
+        out[f.stem[len(kind) + 1:]] = [tuple(x) if not isinstance(x, str) else x for x in json.loads(f.read_text())["items"]]
+    return out
+
+
 def machine() -> dict:
     return {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "platform": platform.platform()}

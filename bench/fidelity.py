@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_cli, write_results  # noqa: E402
+from _common import run_cli, sealed, write_results  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 SMALL_TALK = ["Good morning! How are you today?", "The weather has been really grey this week.",
@@ -176,6 +176,8 @@ UPDATES = {
          "Where does the book club meet?", "library", "Rosa"),
     ],
 }
+
+UPDATES.update(sealed("updates"))  # bench/data/sealed/updates-NAME.json: blind splits kept out of this file
 
 # updates the rules were not written for (no rule reads them): the model-backed extractor's test
 # (statement, update, old value, new value); written once, never used to change the prompt
@@ -425,6 +427,8 @@ def _table(res: dict) -> list[str]:
         for r in u["rows"]:
             out.append(f"| {u['split']} | {r['update']} | {r['question']} | {'ok' if r['latest'] else 'NO'} "
                        f"{r['answer'][:40]!r} | {'ok' if r['in_context_latest'] else 'NO'} {r['in_context'][:40]!r} |")
+    if "corrections" not in res:  # --splits: the updates alone
+        return out
     c = res["corrections"]
     out += ["", "## Corrections (`correct memory:`, 10 phrasings)", "",
             f"Stale values served after the correction: **{c['stale']}/{c['n']}** in memory "
@@ -482,7 +486,9 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24) as rt:
-            res["updates"] = [updates(rt.for_tenant(split), split) for split in UPDATES]
+            res["updates"] = [updates(rt.for_tenant(split), split) for split in (args.splits or UPDATES)]
+            if args.splits:  # only these updates splits: no extractor, corrections or abstention
+                return _write(res, args, t0, threads)
             res["model_extractor"] = model_extractor(rt)
         print("updates done", file=sys.stderr)
         with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24) as rt:
@@ -490,11 +496,30 @@ def main(args: argparse.Namespace) -> int:
         print("corrections done", file=sys.stderr)
         with Runtime.open(store=tmp / "abstention", model=args.model, threads=threads, max_new_tokens=24) as rt:
             res["abstention"] = abstention(rt)
+    return _write(res, args, t0, threads)
+
+
+def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
     res["seconds"] = round(time.perf_counter() - t0, 1)
-    write_results("fidelity", res, _table(res), f"grm bench fidelity --threads {threads}", quick=args.quick)
+    name, flag = "fidelity", ""
+    if args.splits:
+        name, flag = f"fidelity-{'-'.join(args.splits)}", f" --splits {','.join(args.splits)}"
+    write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0
 
 
+def _flags(p: argparse.ArgumentParser) -> None:
+    def splits(text: str) -> tuple[str, ...]:
+        names = tuple(text.split(","))
+        for n in names:
+            if n not in UPDATES:
+                raise argparse.ArgumentTypeError(f"no updates split {n!r} (of {', '.join(UPDATES)})")
+        return names
+    p.add_argument("--splits", type=splits, default=None,
+                   help=f"only these updates splits, comma-separated (of {', '.join(UPDATES)}); skips the "
+                        "model extractor, corrections and abstention")
+
+
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, _flags)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import news_corpus, run_cli, write_results  # noqa: E402
+from _common import news_corpus, run_cli, sealed, write_results  # noqa: E402
 from recall import SYLLABLES  # noqa: E402
 
 SEED = 20261201
@@ -142,6 +142,7 @@ TEMPLATES = {
           "To listen to {n} community radio you should set the dial to")),
     ],
 }
+TEMPLATES.update(sealed("questions"))  # bench/data/sealed/questions-NAME.json: blind splits kept out of this file
 
 
 def facts(split: str, rng: random.Random) -> list[dict]:
