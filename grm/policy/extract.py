@@ -22,6 +22,7 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     the X is under|behind|in.. the Y  -> (the X, is, under the Y)  a place, its preposition kept
     the|my|our X starts|meets|lands|opens.. at|on|in Y -> (X, is, Y)  Y a number or a Name
                                                           ("our book club meets on Tuesday")
+    the|my|our X meets|opens.. at|in the|my Y -> (X, is, at the Y)  a place ("meets at the library")
 
 A sentence that states a plain-words update ("the launch slipped from May to June") is read by
 grm/policy/updates.py instead: one proposal whose `replaces` names the old value.
@@ -64,7 +65,7 @@ _NOT_DOING = frozenset("am are was were be been is do did does don't didn't neve
 # "the launch is in May", "the party is on Friday": the value after the preposition
 _WHEN = re.compile(r"^(?:in|on|at)\s+(?P<v>.+)", re.IGNORECASE)
 # "the standup starts at 9:30", "our book club meets on Tuesday": when or where a thing happens
-_EVENT = re.compile(rf"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+{EVENT_VERB}\s+(?:at|on|in)\s+(?P<v>.+)$",
+_EVENT = re.compile(rf"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+{EVENT_VERB}\s+(?P<p>at|on|in)\s+(?P<v>.+)$",
                     re.IGNORECASE)
 # a place said with its preposition: "under the mat", "next to the door", "in the top drawer"
 _PLACE = re.compile(r"^(?:under|underneath|behind|beside|inside|next\s+to|near|above|below|in|on|at)\s+"
@@ -164,6 +165,9 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         return make("I", m["p"].casefold(), m["v"])
     if (m := _EVENT.match(clause.strip())) and _is_value(m["v"].strip().rstrip(".!")):
         p = make(m["s"], "is", m["v"])  # "the standup starts at 9": when it is; the statement as said
+        return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
+    if m and _PLACE.match(f"{m['p']} {m['v'].strip().rstrip('.!')}"):
+        p = make(m["s"], "is", f"{m['p'].casefold()} {m['v']}")  # "the book club meets at the library": where
         return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
     if m := _GENERIC.fullmatch(clause.strip()):
         s, v = m["s"].strip(), _clean_value(m["v"])

@@ -1,0 +1,220 @@
+"""Updates read against what memory holds, when no phrasing rule reads them.
+
+grm/policy/updates.py reads an update from its words alone ("the launch slipped from May to
+June"), so it reads only the shapes it was written for; on a split its author never saw it read
+4 of 12 (bench/results/fidelity.md, FRESH-3). People say a change in endless ways ("I've started
+going to Marco for haircuts instead of Lena", "The council issued a new parking permit, number
+9047", "The bike lives in the shed now"), but each names either the fact's old value or words of
+its subject, and a new value of the same kind as the old one. So a turn none of the rules read as
+an update is read against each live fact (`aligned`):
+
+1. The turn is a statement (not a question, not a conditional or a plan) carrying a change cue
+   (updates.py's: now, these days, new, instead, retired, switched, "from Monday" ...).
+2. A fact is *named* when its old value is in the turn ("Lena"), *touched* when a content word of
+   its subject is (plural-folded: "Piano lessons" touches "My piano lesson"). The one named fact
+   is taken; else the one touched fact whose subject's words the turn covers best (a tie: none).
+3. The new value is the one span in the turn of the old value's kind, not the old value and not
+   a word of the subject: a time ("10 am"), a day or date ("Thursdays", "the 21st"), a number
+   or code ("9047", "RT-8823"), a Name ("Ms. Ortiz", "Mint Mobile"), or a place ("in the shed")
+   for a value said as one. Several spans: the ones right after "to", "is", "now", ":", "at",
+   "with" ... ; still several, or none: nothing is read.
+4. The proposal is the fact's own claim with its value's span swapped ("stored in the basement"
+   -> "stored in the shed"); it names the old value only when the turn did, so the conflict rules
+   (grm/policy/rules.py, rule 7) let an unnamed one replace only a fact it ranks as high as.
+
+Plain values ("oolong", "really nice") have no kind to find again, and a turn touching no word of
+the subject and naming no old value ("I ported my number over to Mint Mobile" for "my phone plan")
+is not read: those stay as said, in the turn's evidence graft.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stems
+from grm.policy.updates import _CUE, EVENT_VERB
+
+_DAYS = (r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|(?:jan|febr)uary|march|april|may|june|july|august|"
+         r"september|october|november|december|weekends?|tomorrow|tonight")
+_TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d{2}\b|\bnoon\b|\bmidnight\b|\bmidday\b",
+                   re.IGNORECASE)
+_DAY = re.compile(rf"\b(?:{_DAYS})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b",
+                  re.IGNORECASE)
+_CODE = re.compile(r"(?<![\w#@-])[#@]?[\w-]*\d[\w./-]*(?<![.-])")
+_NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’&-]*)*")
+_PLACE = re.compile(r"\b(?P<p>in|at|on|under|behind|inside|into|near|by|to)\s+"
+                    r"(?P<np>(?:(?:the|my|our|a|an)\s+[a-z]|(?-i:[A-Z]))[\w'’-]*"  # "the shed", "Rosa's cafe"
+                    r"(?:\s+(?!(?:now|today|these|from|this|starting|instead|again|for|since)\b)[a-z][\w'’-]*)?)",
+                    re.IGNORECASE)
+_PLACE_OF = {"into": "in", "to": "in"}  # "moved it to the shed" is a place said "in the shed"
+# right before a new value: "... to Thursdays", "is Ms. Ortiz", "now 4418", "number: 87", "with Ally"
+_ANCHOR = re.compile(r"(?:\bto|\bis|\bare|['’]s|\bnow|:|\bat|\bwith|\bby|\bas|\bcalled|\bnamed|\bnumber|\bon|\bfor|"
+                     r"\bgoing\s+to|\bsee|\buse|\bnew)\s*$", re.IGNORECASE)
+_NOT_A_CLAIM = re.compile(r"\?|\b(?:if|maybe|might|perhaps|whether|thinking\s+(?:of|about)|considering|planning|plan\s+to|"
+                          r"want\s+to|would\s+like|should\s+i|could\s+i|not\s+sure|hope|wish)\b", re.IGNORECASE)
+# a cue that the old value is gone, not just "new": a turn naming an old value but no word of its
+# subject needs one ("Lena introduced me to her new boss, Karl" is no update of "my hairdresser")
+_GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these\s+days|nowadays|from\s+now\s+on|"
+                   r"retired|left|quit|dropped|replaced|switched|moved|closed|stopped|sold|gone|not)\b", re.IGNORECASE)
+# what links a touched subject to the new value said beside it: be, a change, "new", a label, or
+# (by kind) an event's verb or a place's: "the storage locker is 402", "Swimming class shifted to
+# Wednesdays", "the shuttle goes at 8:15", "the bike lives in the shed"; never "my sister now works
+# at Globex" (a claim of another predicate, not the fact's)
+_CHANGED = (r"(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
+            r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port)(?:e|es|ed|ing)?")
+_LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|{_CHANGED})\b"
+                   r"|['’]s\b|:", re.IGNORECASE)
+_LINK_OF = {
+    "time": re.compile(rf"\b(?:{EVENT_VERB}|goes|go|went)\b", re.IGNORECASE),
+    "day": re.compile(rf"\b(?:{EVENT_VERB}|goes|go|went)\b", re.IGNORECASE),
+    "place": re.compile(r"\b(?:lives?|living|stays?|sits?|kept|keeps?|keep|parks?|parked|stored|stores?|goes|go|went|"
+                        r"meets?|hangs?|put|moved|moves?)\b", re.IGNORECASE),
+}
+MAX_WORDS = 60  # a longer turn (a pasted text) is no plain update
+# capitalized words that are no Name: sentence openers, pronouns, days (found as days)
+_NOT_NAMES = frozenset("i i'm i've i'll we we're we've they the a an my our your it it's this that there so and but "
+                       "from starting since as of when then also just hi hey ok okay fyi btw heads update yes no "
+                       "well oh actually".split())
+
+
+def kind(value: str) -> str | None:
+    """What kind of value `value` is: time, day, code, name, place (a value said with its
+    preposition and a noun, "stored in the basement") or None (plain words)."""
+    if _TIME.search(value):
+        return "time"
+    if _DAY.search(value):
+        return "day"
+    if _CODE.search(value):
+        return "code"
+    if _names(value):
+        return "name"
+    if _PLACE.search(value):
+        return "place"
+    return None
+
+
+def _names(text: str) -> list[tuple[int, int]]:
+    """Spans of Names in `text`, sentence openers and pronouns dropped from their front."""
+    out = []
+    for m in _NAME.finditer(text):
+        start, words = m.start(), m.group().split()
+        while words and words[0].casefold().strip("'’") in _NOT_NAMES:
+            start = text.index(words[0], start) + len(words[0])
+            words = words[1:]
+        if words and not _DAY.fullmatch(" ".join(words)):
+            start = text.index(words[0], start)
+            out.append((start, m.end()))
+    return out
+
+
+def _spans(text: str, k: str) -> list[tuple[int, int, str]]:
+    """(start, end, value) of every span of kind `k` in `text`."""
+    if k == "name":
+        return [(a, b, text[a:b]) for a, b in _names(text)]
+    if k == "place":
+        return [(m.start(), m.end(), f"{_PLACE_OF.get(m['p'].casefold(), m['p'].casefold())} {m['np']}")
+                for m in _PLACE.finditer(text)]
+    pattern = {"time": _TIME, "day": _DAY, "code": _CODE}[k]
+    out = [(m.start(), m.end(), m.group()) for m in pattern.finditer(text)]
+    if k == "code":  # a time's or a date's digits are not a code
+        taken = [(m.start(), m.end()) for p in (_TIME, _DAY) for m in p.finditer(text)]
+        out = [s for s in out if not any(a <= s[0] < b for a, b in taken)]
+    return out
+
+
+def _core(value: str, k: str) -> tuple[int, int] | None:
+    """Where in a stored value its kind's span is ("with Tello" -> "Tello")."""
+    spans = _spans(value, k)
+    return (spans[0][0], spans[0][1]) if len(spans) == 1 else None
+
+
+def _content(text: str) -> frozenset[str]:
+    return frozenset(w for w in stems(text) if w not in FUNCTION_WORDS)
+
+
+def _said(value: str, text: str) -> bool:
+    """The value's words are in the turn ("Dr. Brandt" is said by "Brandt" too)."""
+    words = [w for w in re.findall(r"[\w-]+", value.casefold()) if w not in FUNCTION_WORDS and w not in ("dr", "mr", "mrs", "ms")]
+    return bool(words) and all(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text, re.IGNORECASE) for w in words)
+
+
+def _be(predicate: str) -> bool:
+    return predicate.casefold() in ("is", "are", "was", "were")
+
+
+def _linked(text: str, fact: Fact, k: str, a: int, b: int) -> bool:
+    """Between a word of the fact's subject and the span text[a:b] is a link (`_LINK`, the kind's
+    verbs, or a verb of the fact's own statement: "meets" for "the book club meets at ...")."""
+    own = _content(fact.statement) - _content(fact.subject) - _content(fact.value)
+    link = _LINK_OF.get(k)
+    for m in re.finditer(r"[\w'’-]+", text):
+        if not _content(m.group()) & _content(fact.subject):
+            continue
+        gap = text[m.end():a] if m.end() <= a else text[b:m.start()]
+        if (_LINK.search(gap) or (link and link.search(gap)) or _content(gap) & own
+                or re.search(r"\bnew\s+(?:[\w'’-]+\s+){0,3}$", text[:m.start()], re.IGNORECASE)):
+            return True
+    return False
+
+
+def _new_value(text: str, fact: Fact, k: str, core: tuple[int, int], named: bool) -> str | None:
+    """The one span of kind `k` in the turn that is neither the fact's old value nor a word of
+    its subject (several: those right after an anchor word), or None. A fact found by its subject
+    alone needs the span linked to it (`_linked`)."""
+    old = fact.value[core[0]:core[1]]
+    subject = _content(fact.subject)
+    found = []
+    for a, b, v in _spans(text, k):
+        if _said(old, v) or _said(v, old) or (_content(v) and _content(v) <= subject):
+            continue
+        if not named and not _linked(text, fact, k, a, b):
+            continue
+        found.append((a, v))
+    if len(found) > 1:
+        found = [(a, v) for a, v in found if _ANCHOR.search(text[:a])]
+    if len({v.casefold() for _, v in found}) != 1:
+        return None
+    return found[0][1]
+
+
+def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed: bool = False) -> FactProposal | None:
+    """The update `text` makes to one of `facts` (live, single-valued, mutable ones are read),
+    as a proposal in that fact's words, or None (module docstring). `claimed`: the rules read the
+    turn as an update of a subject memory does not hold ("I switched my bank from Chase to
+    Ally"), so a fact it only names the old value of ("my credit card is Chase") is not it."""
+    text = text.strip()
+    if not text or len(text.split()) > MAX_WORDS or _NOT_A_CLAIM.search(text) or not (
+            _CUE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE)):
+        return None
+    mine = _content(text)
+    named, touched = [], []
+    for f in facts:
+        if f.state != "active" or not f.mutable or f.key[1] in MULTI_VALUED:
+            continue
+        k = kind(f.value)
+        core = _core(f.value, k) if k else None
+        if core is None:
+            continue
+        share = len(_content(f.subject) & mine) / max(1, len(_content(f.subject)))
+        if _said(f.value[core[0]:core[1]], text):
+            if share > 0 or (_GONE.search(text) and not claimed):
+                named.append((f, k, core))
+        elif share > 0 and (_be(f.predicate) or _content(f.predicate) & mine):
+            touched.append((share, f, k, core))  # "lives in" is read only where the turn says "live"
+    if len(named) == 1:
+        f, k, core = named[0]
+    elif not named and touched:
+        touched.sort(key=lambda t: -t[0])
+        if len(touched) > 1 and touched[1][0] == touched[0][0]:
+            return None
+        _, f, k, core = touched[0]
+    else:
+        return None
+    new = _new_value(text, f, k, core, bool(named))
+    if new is None:
+        return None
+    value = f.value[:core[0]] + new + f.value[core[1]:] if k != "place" else f.value[:core[0]] + new
+    said = f"{f.subject} {f.predicate} {value}"
+    return FactProposal(f.subject, f.predicate, value, said[0].upper() + said[1:], intent=intent,
+                        replaces=f.value if named else "")

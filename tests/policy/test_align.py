@@ -1,0 +1,96 @@
+"""Updates read against what memory holds (grm/policy/align.py), model-free. Every sentence here
+was written for these tests (none is from a benchmark split).
+
+Expectations:
+1. A turn no phrasing rule reads as an update, but that names a stored fact's old value or words
+   of its subject, with a change cue and one new value of the old value's kind, supersedes that
+   fact in its own words: a Name, a number or code, a day, a time, a place.
+2. Not read: questions, plans and conditionals, turns with no change cue, a new value of another
+   kind, two candidate values, two facts equally touched, a turn naming an old value with only
+   "new" as its cue, a fact of another predicate the turn does not say, a long pasted text.
+3. A turn that names no old value replaces only what it ranks as high as: a user-asserted fact
+   is not replaced by an extracted "now" (rule 7).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grm.policy.align import aligned, kind
+
+
+def live(mem):
+    return sorted((f.subject, f.predicate, f.value) for f in mem.facts(99.0))
+
+
+def said(mem, first, then):
+    mem.observe(first, evidence_id="t#1", now=1.0)
+    return mem.observe(then, evidence_id="t#2", now=2.0)
+
+
+@pytest.mark.parametrize("first, then, want", [
+    ("My accountant is Petra.", "Petra handed my file to Jonas, he does my taxes now.", "Jonas"),
+    ("The storage locker is 318.", "They moved our stuff, the storage locker is 402 these days.", "402"),
+    ("My swim class is on Tuesday.", "Swimming class shifted to Wednesdays this term.", "Wednesdays"),
+    ("The shuttle leaves at 7 am.", "Heads up: from next week the shuttle goes at 8:15 am.", "8:15 am"),
+    ("My kayak is kept in the garage.", "I keep the kayak in the boathouse now.", "in the boathouse"),
+    ("Our choir director is Mr. Abbott.", "Mr. Abbott stepped down and Mrs. Kowalski leads the choir now.", "Mrs. Kowalski"),
+    ("My mobile carrier is Telia.", "I dropped Telia, I'm with Tele2 now.", "Tele2"),
+    ("The invoice number is INV-2231.", "Accounting reissued the invoice, new number INV-2290.", "INV-2290"),
+])
+def test_an_update_no_rule_reads_supersedes_the_fact_it_names_or_touches(mem, first, then, want):
+    mem.observe(first, evidence_id="t#1", now=1.0)
+    (old,) = mem.facts(1.5)
+    out = mem.observe(then, evidence_id="t#2", now=2.0)
+    assert "superseded" in [o.action for o in out]
+    facts = [f for f in mem.facts(3.0) if f.key == old.key]
+    assert [f.value.endswith(want) for f in facts] == [True]
+    assert mem.ledger.edge(old.id)["reason"] == "updated"
+
+
+@pytest.mark.parametrize("first, then", [
+    ("My accountant is Petra.", "Does Petra still do my taxes now?"),  # a question
+    ("My accountant is Petra.", "I might switch my accountant to Jonas."),  # a plan
+    ("My accountant is Petra.", "Petra said hello to Jonas."),  # no change cue
+    ("Our choir director is Mr. Abbott.", "Our choir now rehearses on Thursday."),  # a day is no Name
+    ("My accountant is Petra.", "Petra introduced me to her new colleague, Jonas."),  # named, only "new"
+    ("The storage locker is 318.", "The storage locker now holds 12 boxes and 3 chairs."),  # two numbers
+    ("My sister is Alice.", "My sister now works at Globex."),  # a claim of another predicate
+])
+def test_turns_that_are_no_update_leave_the_fact(mem, first, then):
+    said(mem, first, then)
+    assert any(f.statement.rstrip(".") == first.rstrip(".") or f.value in first for f in mem.facts(3.0))
+    assert len([f for f in mem.facts(3.0) if f.value in first]) == 1
+
+
+def test_two_facts_touched_alike_are_not_guessed(mem):
+    mem.observe("The office printer is on floor 3.", evidence_id="t#1", now=1.0)
+    mem.observe("The office scanner is on floor 2.", evidence_id="t#2", now=1.1)
+    assert aligned("The office stuff moved, it is floor 6 now.", mem.facts(2.0)) is None
+
+
+def test_a_long_text_is_no_update(mem):
+    mem.observe("The storage locker is 318.", evidence_id="t#1", now=1.0)
+    essay = "The storage locker is 402 now. " + " ".join(["word"] * 70)
+    assert aligned(essay, mem.facts(2.0)) is None
+
+
+def test_an_unnamed_update_does_not_replace_a_fact_the_user_asserted(mem):
+    mem.handle("remember: My storage locker is 318.", evidence_id="t#1", now=1.0)
+    out = mem.observe("The storage locker is 402 these days, they moved us.", evidence_id="t#2", now=2.0)
+    assert not any(o.action == "superseded" for o in out)
+    assert any(f.value == "318" for f in mem.facts(3.0))
+
+
+def test_the_new_value_keeps_the_old_values_words_around_it(mem):
+    said(mem, "My phone plan is with Telia.", "I left Telia for Tele2 last week.")
+    assert [(f.value, f.statement) for f in mem.facts(3.0)] == [("with Tele2", "My phone plan is with Tele2")]
+
+
+@pytest.mark.parametrize("value, want", [
+    ("7:30 am", "time"), ("noon", "time"), ("Thursdays", "day"), ("the 14th", "day"), ("RT-8823", "code"),
+    ("4471", "code"), ("Dr. Okafor", "name"), ("with Tello", "name"), ("under the mat", "place"),
+    ("stored in the basement", "place"), ("oolong", None), ("really nice", None),
+])
+def test_value_kinds(value, want):
+    assert kind(value) == want
