@@ -123,12 +123,14 @@ def window_answers(rt, turns: list[str], probes: list[str], max_new: int) -> tup
     from grm.kv import cache_from_kv
     from grm.kv.cache import crop
     from grm.kv.forward import prefill
-    from grm.runtime.chat import TURN_PROMPT, TURN_STOPS
+    from grm.runtime.answer import with_lead
+    from grm.runtime.chat import TURN_STOPS, turn_read
     from grm.runtime.generate import greedy
 
     tok, model = rt.lm.tokenizer, rt.lm.model
     sinks = rt.exact.sinks()
-    qs = [tok.encode(TURN_PROMPT.format(text=p)) for p in probes]
+    read = [turn_read(p, rt.config.lead != "off") for p in probes]  # the lead the memory chat reads
+    qs = [tok.encode(prompt) for prompt, _ in read]
     room = rt.ctx.dialect.max_positions - sinks.tokens - max(map(len, qs)) - max_new
     runs = [tok.encode(t) for t in turns]
     first = len(runs)
@@ -141,11 +143,11 @@ def window_answers(rt, turns: list[str], probes: list[str], max_new: int) -> tup
     seat += len(ids)
     read_s = time.perf_counter() - t0
     out = []
-    for q in qs:
+    for q, (_, lead) in zip(qs, read):
         logits = prefill(model, cache, q, seat)
         text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter(), TURN_STOPS)
         crop(cache, seat)
-        out.append(text)
+        out.append(with_lead(lead, text))
     info = {"transcript_tokens": sum(map(len, runs)), "window_room": room, "first_turn_read": first + 1,
             "turns_read": len(runs) - first, "tokens_read": len(ids), "read_s": read_s}
     return out, info
@@ -155,7 +157,8 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
     """sinks + each item read as text (a str is tokenized, a list is token ids) + the probe turn."""
     from grm.kv import cache_from_kv
     from grm.kv.forward import prefill
-    from grm.runtime.chat import TURN_PROMPT, TURN_STOPS
+    from grm.runtime.answer import with_lead
+    from grm.runtime.chat import TURN_STOPS, turn_read
     from grm.runtime.generate import greedy
 
     tok, model = rt.lm.tokenizer, rt.lm.model
@@ -165,10 +168,11 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
         ids = tok.encode(item) if isinstance(item, str) else list(item)
         prefill(model, cache, ids, seat)
         seat += len(ids)
-    q = tok.encode(TURN_PROMPT.format(text=probe))
+    prompt, lead = turn_read(probe, rt.config.lead != "off")  # the lead the memory chat reads
+    q = tok.encode(prompt)
     logits = prefill(model, cache, q, seat)
     text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter(), TURN_STOPS)
-    return text
+    return with_lead(lead, text)
 
 
 def run_split(model: str | None, threads: int, store: Path, split: str, harvest: str | None, max_new: int,

@@ -248,11 +248,14 @@ def has(answer: str, value: str) -> bool:
 
 
 def in_context(rt, turns: list[tuple[str, str]], question: str) -> str:
-    """The ceiling: the same turns read as text in context, in order, then the question."""
-    from grm.runtime.chat import TURN_END, TURN_PROMPT, TURN_STOPS
+    """The ceiling: the same turns read as text in context, in order, then the question (after
+    it the lead the memory chat reads, grm.runtime.chat.turn_read)."""
+    from grm.runtime.answer import with_lead
+    from grm.runtime.chat import TURN_END, TURN_PROMPT, TURN_STOPS, turn_read
 
     text = "".join(TURN_PROMPT.format(text=u) + " " + a.strip() + TURN_END for u, a in turns)
-    return rt.ask(text + TURN_PROMPT.format(text=question), memory=False, chat=True, stop=TURN_STOPS).answer.strip()
+    asked, lead = turn_read(question, rt.config.lead != "off")  # the lead the memory chat reads, if any
+    return with_lead(lead, rt.ask(text + asked, memory=False, chat=True, stop=TURN_STOPS).answer.strip())
 
 
 def live_value(chat, new: str) -> bool:

@@ -37,7 +37,8 @@ from grm.errors import UserInputError
 from grm.grafts.floor import asks_memory
 from grm.kv import cache_from_kv, crop, kv_from_cache
 from grm.kv.forward import prefill
-from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, run
+from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, run, with_lead
+from grm.runtime.lead import answer_lead
 from grm.runtime.policy_glue import evidence_id
 
 if TYPE_CHECKING:
@@ -49,6 +50,16 @@ TURN_END = "\n\n"  # ends every harvested turn, so mounted turns read as separat
 USER_WORDS = "User: {text}\n\n"  # a turn harvested as the user's words only (harvest="user")
 TURN_STOPS = ("\nUser:", "\nAssistant:")  # the model starting the next exchange ends its answer
 MAX_TURN_CHARS = 16_000
+
+
+def turn_read(text: str, lead: bool = True) -> tuple[str, str | None]:
+    """A chat turn as read ("User: <text>\nAssistant:") and the lead its answer begins with: a
+    question a lead rule covers (grm/runtime/lead.py), asked while memory has something mounted,
+    is answered after "Your locker code is" (`lead`: the runtime's lead choice is not "off" and
+    something was routed). The same lead the ask path uses; read after "Assistant:" it kept a
+    small model on the mounted fact (bench/results/fidelity.md)."""
+    said = answer_lead(text) if lead and text.rstrip().endswith("?") else None
+    return TURN_PROMPT.format(text=text) + (f" {said}" if said else ""), said
 HARVEST_MODES = ("live", "standalone", "user")
 
 
@@ -138,7 +149,8 @@ class ChatSession:
                              mounted=[graft_mount(r) for r in routed], why=[r.why() for r in routed],
                              timings={"route_s": round(t_route - t0, 4), "total_s": round(t_route - t0, 4)})
         mounts = mount_routed(ctx, routed, live)
-        prompt_ids = tok.encode(TURN_PROMPT.format(text=text))
+        prompt, lead = turn_read(text, ctx.config.lead != "off" and bool(routed))
+        prompt_ids = tok.encode(prompt)
         sinks = ctx.exact.sinks()
         needed = sinks.tokens + sum(len(m.ids) for m in mounts) + len(prompt_ids)
         ctx.check_window(needed, ctx.config.max_new_tokens + 4)
@@ -154,7 +166,7 @@ class ChatSession:
         paging = ctx.residency.end_turn()
         end = arena.cache.get_seq_length()
         return Reply(
-            turn=self.turn, user=text, answer=out.text, mounted=mounted, harvested=graft_id,
+            turn=self.turn, user=text, answer=with_lead(lead, out.text), mounted=mounted, harvested=graft_id,
             seats_resident=end, mounted_seats=sum(r.graft.tokens for r in routed),
             device_bytes=paging["device_bytes"], peak_device_bytes=paging["peak_device_bytes"],
             page_ins=ctx.residency.counters["device_page_ins"] - ins0, page_outs=paging["page_outs"],

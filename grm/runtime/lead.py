@@ -84,6 +84,23 @@ def answer_lead(question: str) -> str | None:
     return lead[0].upper() + lead[1:]
 
 
+_BACK = re.compile(r"\b(?:i\s+am|i'm|i've|i'd|i'll|myself|ourselves|mine|ours|my|our|me|us|we|i)\b", re.IGNORECASE)
+_BACK_OF = {"i am": "you are", "i'm": "you're", "i've": "you've", "i'd": "you'd", "i'll": "you'll", "ours": "yours",
+            "ourselves": "yourselves"}
+
+
+def spoken_back(text: str) -> str:
+    """`text` as the assistant says it back to the user: "My bank is Ally" -> "Your bank is
+    Ally", "I am in Oslo" -> "You are in Oslo" ("9 am" and "the US" stay)."""
+    def one(m: re.Match) -> str:
+        w = m.group()
+        if w == "US":
+            return w
+        return _BACK_OF.get(re.sub(r"\s+", " ", w.lower())) or SWAP[w.lower()]
+    out = _BACK.sub(one, text)
+    return out[:1].upper() + out[1:]
+
+
 def _swap(words: list[str]) -> list[str]:
     return [SWAP.get(w.lower(), w) if w.lower() in SWAP else w for w in words]
 

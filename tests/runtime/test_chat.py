@@ -9,6 +9,10 @@ Expectations:
 5. A turn demoted to the archive with its exact K/V dropped is still recalled, reported lossy.
 6. Folding writes digest grafts whose source turns retire from routing; descent brings a source
    back for a query that matches it.
+8. A question a lead rule covers, asked while memory mounts something, is answered after its lead
+   ("Your locker code is ...", the answer begins with it); with nothing routed, or `lead="off"`,
+   the turn is read plain. A fact's graft reads as the user saying it and the assistant saying it
+   back in the second person.
 7. The CLI prints one JSON object per non-blank script line; a bad line is reported and skipped;
    a non-UTF-8 script is refused with exit 2.
 """
@@ -154,3 +158,24 @@ def test_cli_chat_script(tmp_path, capsys):
     assert main(["grafts", "list", "--json"] + common) == 0
     listed = json.loads(capsys.readouterr().out)["grafts"]
     assert any(g["kind"] == "fact" for g in listed) and any(g["kind"] == "evidence" for g in listed)
+
+
+def test_a_memory_question_is_answered_after_its_lead_and_facts_read_as_said_back(make_runtime, tmp_path):
+    from grm.runtime.chat import TURN_PROMPT, turn_read
+
+    rt = make_runtime(max_new_tokens=3)
+    chat = rt.chat(clear_context=True)
+    assert turn_read("What is my locker code?") == (TURN_PROMPT.format(text="What is my locker code?")
+                                                    + " Your locker code is", "Your locker code is")
+    assert turn_read("What is my locker code?", lead=False)[1] is None
+    assert turn_read("My locker code is 1234.")[1] is None  # not a question
+    first = chat.send("What is my locker code?")  # nothing in memory yet: read plain
+    assert not first.answer.startswith("Your locker code is")
+    chat.send("My locker code is 1234.")
+    (fact,) = chat.glue.policy.facts()
+    assert rt.grafts.get(fact.graft).text == "User: Remember: My locker code is 1234.\nAssistant: Your locker code is 1234.\n\n"
+    r = chat.send("What is my locker code?")
+    assert r.mounted and r.answer.startswith("Your locker code is")
+    off = make_runtime(max_new_tokens=3, lead="off", store=tmp_path / "off").chat(clear_context=True)
+    off.send("My locker code is 1234.")
+    assert not off.send("What is my locker code?").answer.startswith("Your locker code is")
