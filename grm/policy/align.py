@@ -32,14 +32,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stems
+from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stem, stems
 from grm.policy.updates import _CUE, EVENT_VERB
 
 _DAYS = (r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|(?:jan|febr)uary|march|april|may|june|july|august|"
          r"september|october|november|december|weekends?|tomorrow|tonight")
 _TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d{2}\b|\bnoon\b|\bmidnight\b|\bmidday\b",
                    re.IGNORECASE)
-_DAY = re.compile(rf"\b(?:{_DAYS})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b",
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?")
+_DAY = re.compile(rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?{_MONTH}(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}})?\b"
+                  rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
                   re.IGNORECASE)
 _CODE = re.compile(r"(?<![\w#@-])[#@]?[\w-]*\d[\w./-]*(?<![.-])")
 _NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’&-]*)*")
@@ -61,8 +64,9 @@ _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these
 # (by kind) an event's verb or a place's: "the storage locker is 402", "Swimming class shifted to
 # Wednesdays", "the shuttle goes at 8:15", "the bike lives in the shed"; never "my sister now works
 # at Globex" (a claim of another predicate, not the fact's)
-_CHANGED = (r"(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
-            r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port)(?:e|es|ed|ing)?")
+_CHANGED = (r"(?:(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
+            r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower)"
+            r"(?:e|es|ed|ing)?|(?:went|gone|go(?:es)?)\s+(?:up|down)|rose|dropped)")
 _LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|{_CHANGED})\b"
                    r"|['’]s\b|:", re.IGNORECASE)
 _LINK_OF = {
@@ -133,10 +137,25 @@ def _content(text: str) -> frozenset[str]:
     return frozenset(w for w in stems(text) if w not in FUNCTION_WORDS)
 
 
-def _said(value: str, text: str) -> bool:
-    """The value's words are in the turn ("Dr. Brandt" is said by "Brandt" too)."""
-    words = [w for w in re.findall(r"[\w-]+", value.casefold()) if w not in FUNCTION_WORDS and w not in ("dr", "mr", "mrs", "ms")]
+_TITLE_WORDS = ("dr", "mr", "mrs", "ms", "prof")
+
+
+def _said(value: str, text: str, k: str | None = None) -> bool:
+    """The value's words are in the turn ("Dr. Brandt" is said by "Brandt" too); a Name's by any
+    of its words of 3 letters or more, plural-folded ("Priya" says "Priya Raman", "the Ghosts"
+    says "the Brooks Ghost", "civic" says "a Honda Civic")."""
+    words = [w for w in re.findall(r"[\w-]+", value.casefold()) if w not in FUNCTION_WORDS and w not in _TITLE_WORDS]
+    if k == "name":
+        said = _content(text)
+        return any(len(w) >= 3 and stem(w) in said for w in words)
     return bool(words) and all(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text, re.IGNORECASE) for w in words)
+
+
+def _shape(code: str) -> str:
+    """A code's shape: letter runs as A, digit runs as 9 ("TP1357" and "TP1361" are "A9",
+    "B-12" and "C-07" "A-9"); a plain number has none (too many numbers are alike)."""
+    shape = re.sub(r"\d+", "9", re.sub(r"[^\W\d_]+", "A", code))
+    return shape if shape != "9" else ""
 
 
 def _be(predicate: str) -> bool:
@@ -148,11 +167,13 @@ def _linked(text: str, fact: Fact, k: str, a: int, b: int) -> bool:
     verbs, or a verb of the fact's own statement: "meets" for "the book club meets at ...")."""
     own = _content(fact.statement) - _content(fact.subject) - _content(fact.value)
     link = _LINK_OF.get(k)
+    if k in ("time", "day") and re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE):
+        return True  # "The council changed the route, so recycling gets picked up on Tuesdays"
     for m in re.finditer(r"[\w'’-]+", text):
         if not _content(m.group()) & _content(fact.subject):
             continue
         gap = text[m.end():a] if m.end() <= a else text[b:m.start()]
-        if (_LINK.search(gap) or (link and link.search(gap)) or _content(gap) & own
+        if (not _content(gap) or _LINK.search(gap) or (link and link.search(gap)) or _content(gap) & own
                 or re.search(r"\bnew\s+(?:[\w'’-]+\s+){0,3}$", text[:m.start()], re.IGNORECASE)):
             return True
     return False
@@ -166,7 +187,7 @@ def _new_value(text: str, fact: Fact, k: str, core: tuple[int, int], named: bool
     subject = _content(fact.subject)
     found = []
     for a, b, v in _spans(text, k):
-        if _said(old, v) or _said(v, old) or (_content(v) and _content(v) <= subject):
+        if _said(old, v, k) or _said(v, old, k) or (_content(v) and _content(v) <= subject):
             continue
         if not named and not _linked(text, fact, k, a, b):
             continue
@@ -185,7 +206,7 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
     Ally"), so a fact it only names the old value of ("my credit card is Chase") is not it."""
     text = text.strip()
     if not text or len(text.split()) > MAX_WORDS or _NOT_A_CLAIM.search(text) or not (
-            _CUE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE)):
+            _CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE)):
         return None
     mine = _content(text)
     named, touched = [], []
@@ -197,11 +218,14 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
         if core is None:
             continue
         share = len(_content(f.subject) & mine) / max(1, len(_content(f.subject)))
-        if _said(f.value[core[0]:core[1]], text):
+        old = f.value[core[0]:core[1]]
+        if _said(old, text, k):
             if share > 0 or (_GONE.search(text) and not claimed):
                 named.append((f, k, core))
         elif share > 0 and (_be(f.predicate) or _content(f.predicate) & mine):
             touched.append((share, f, k, core))  # "lives in" is read only where the turn says "live"
+        elif k == "code" and _shape(old) and sum(_shape(v) == _shape(old) for *_, v in _spans(text, k)) == 1:
+            touched.append((0.5, f, k, core))  # "They rebooked me onto TP1361" for "my flight is TP1357"
     if len(named) == 1:
         f, k, core = named[0]
     elif not named and touched:
@@ -211,7 +235,7 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
         _, f, k, core = touched[0]
     else:
         return None
-    new = _new_value(text, f, k, core, bool(named))
+    new = _new_value(text, f, k, core, bool(named) or not _content(f.subject) & mine)
     if new is None:
         return None
     value = f.value[:core[0]] + new + f.value[core[1]:] if k != "place" else f.value[:core[0]] + new

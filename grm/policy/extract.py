@@ -23,6 +23,7 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     the|my|our X starts|meets|lands|opens.. at|on|in Y -> (X, is, Y)  Y a number or a Name
                                                           ("our book club meets on Tuesday")
     the|my|our X meets|opens.. at|in the|my Y -> (X, is, at the Y)  a place ("meets at the library")
+    the|my|our X is|gets <participle> on|at|in Y -> (X, is, Y)   Y a value ("is collected on Fridays")
 
 A sentence that states a plain-words update ("the launch slipped from May to June") is read by
 grm/policy/updates.py instead: one proposal whose `replaces` names the old value.
@@ -38,7 +39,7 @@ import re
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, TIME_WORDS, FactProposal, norm
+from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, TIME_WORDS, FactProposal, norm, value_like
 from grm.policy.updates import EVENT_VERB, expand, parse_update
 
 MAX_VALUE_CHARS = 200
@@ -67,6 +68,10 @@ _WHEN = re.compile(r"^(?:in|on|at)\s+(?P<v>.+)", re.IGNORECASE)
 # "the standup starts at 9:30", "our book club meets on Tuesday": when or where a thing happens
 _EVENT = re.compile(rf"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)\s+{EVENT_VERB}\s+(?P<p>at|on|in)\s+(?P<v>.+)$",
                     re.IGNORECASE)
+# "the recycling is collected on Friday mornings", "the bins are emptied at 7": when, said passively
+_PASSIVE = re.compile(r"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}?)\s+(?:is|are|gets?)\s+(?:usually\s+)?"
+                      r"(?:[a-z]+ed|held|done|run|seen|taken|kept)(?:\s+(?:up|out|off))?\s+(?:on|at|in|every)\s+(?P<v>.+)$",
+                      re.IGNORECASE)
 # a place said with its preposition: "under the mat", "next to the door", "in the top drawer"
 _PLACE = re.compile(r"^(?:under|underneath|behind|beside|inside|next\s+to|near|above|below|in|on|at)\s+"
                     r"(?:the|a|an|my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}$", re.IGNORECASE)
@@ -165,6 +170,9 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         return make("I", m["p"].casefold(), m["v"])
     if (m := _EVENT.match(clause.strip())) and _is_value(m["v"].strip().rstrip(".!")):
         p = make(m["s"], "is", m["v"])  # "the standup starts at 9": when it is; the statement as said
+        return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
+    if (w := _PASSIVE.match(clause.strip())) and value_like(w["v"]):
+        p = make(w["s"], "is", w["v"])  # "the recycling is collected on Fridays": when; the statement as said
         return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
     if m and _PLACE.match(f"{m['p']} {m['v'].strip().rstrip('.!')}"):
         p = make(m["s"], "is", f"{m['p'].casefold()} {m['v']}")  # "the book club meets at the library": where

@@ -45,9 +45,13 @@ def norm(text: str) -> str:
     return _SPACE.sub(" ", t).strip().rstrip(".!?;,").strip().strip("\"'“”‘’«»").strip()
 
 
+_JOINED = re.compile(r"(?<=[^\W\d_])-(?=[^\W\d_])")  # a hyphen between letters: "Wi-Fi" is "wifi"
+
+
 def words(text: str) -> list[str]:
-    """The case-folded words of `text` (what content matching compares)."""
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    """The case-folded words of `text` (what content matching compares); a hyphen between
+    letters joins ("Wi-Fi" and "wifi", "e-mail" and "email" are one word)."""
+    return _WORD.findall(_JOINED.sub("", unicodedata.normalize("NFKC", text).casefold()))
 
 
 # words no subject is told apart by: determiners, pronouns, the possessive "s" ("doctor's")

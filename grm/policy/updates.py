@@ -97,7 +97,7 @@ _AUX = r"(?:has\s+been|have\s+been|had\s+been|'s\s+been|was|were|got|has\s+got|i
 _PART = r"(?:[a-z]+ed|[a-z]+en|reset|set|put|cut|shut|sent)"
 _PARTICLE = r"(?:back|up|down|out|over|forward|ahead)"
 # when or where a thing happens: "the standup starts at 9", "our club meets on Tuesday" (grm/policy/extract.py)
-EVENT_VERB = (r"(?:starts?|begins?|ends?|finish(?:es)?|opens?|closes?|lands?|arrives?|leaves?|departs?|meets?|runs?|"
+EVENT_VERB = (r"(?:starts?|begins?|ends?|finish(?:es)?|opens?|closes?|lands?|arrives?|leaves?|departs?|meets?|runs?|expires?|"
               r"happens?|takes?\s+place|is\s+held|are\s+held)")
 _OTHER = r"(?:new|different|replacement|another)"  # "I got a different locker: 87"
 # an active change with no old value: "the meeting moved to Friday", "the rent went up to 1450"
@@ -164,7 +164,9 @@ _PATTERNS: list[tuple[re.Pattern, str | None, str | None]] = [(re.compile(p, re.
     (rf"^i(?:\s+have|'ve|\s+just)*\s+moved\s+from\s+{_A}\s+to\s+{_V}{_END}", "I", "live in"),
     (rf"^i(?:\s+have|'ve|\s+just)*\s+moved\s+to\s+{_V}{_END}", "I", "live in"),
     (rf"^{_S}\s+(?:is|are)\s+different\s+now\s*[:,-]?\s*(?:{_NOW_IS}\s+)?{_V}{_END}", None, "is"),
-    (rf"^{_S}\s+(?:has\s+|have\s+)?changed\s*[:,;-]?\s*(?:to\s+|{_NOW_IS}\s+)?{_V}{_END}", None, "is"),
+    # "the alarm code changed: it's 7310", "... changed to 7310" (never "the council changed the route")
+    (rf"^{_S}\s+(?:has\s+|have\s+)?changed(?:\s*[:,;-]\s*(?:to\s+|{_NOW_IS}\s+)?|\s+(?:to|{_NOW_IS})\s+){_V}{_END}",
+     None, "is"),
     (rf"^{_S}\s+(?:(?:is|are)\s+(?:no\s+longer|not)|isn't|aren't)\s+{_A}(?:\s+any\s*more)?\s*[,;:-]\s*(?:{_NOW_IS}\s+)?{_V}{_END}",
      None, "is"),
     (rf"^{_S}\s+(?:is|are)\s+{_V}\s+now\s*,?\s*(?:and\s+)?not\s+{_A}(?:\s+any\s*more)?{_END}", None, "is"),
