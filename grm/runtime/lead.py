@@ -58,6 +58,8 @@ collect export import borrow lend owe plant harvest catch bake cook eat drink we
 PAST_FORMS = frozenset(IRREGULAR_PAST.values())
 AUX = {"does": "present", "do": "plural", "did": "past"}
 MODALS = ("should", "can", "could", "will", "would", "must", "may", "might")
+PARTICLES = frozenset("in up out off down over back away".split())
+ADVERBS = frozenset("first last originally initially officially recently ever once still also already just".split())
 # what the answer's head noun takes before it: "What year did X open?" -> X opened in
 WHEN_NOUNS = {"year": "in", "month": "in", "decade": "in", "century": "in", "season": "in", "day": "on",
               "date": "on", "time": "at", "hour": "at"}
@@ -73,7 +75,12 @@ def answer_lead(question: str) -> str | None:
         return None
     wh = words[0].lower().rstrip(",")
     rest = words[1:]
-    if wh in PREPOSITIONS:
+    if wh in ("tell", "give", "show") and rest[0].lower() == "me":  # "Tell me the label code for X?"
+        if rest[1].lower() in ("what", "which", "who", "when", "where", "how"):
+            return answer_lead(" ".join(rest[1:]) + "?")
+        target = rest[2:] if rest[1].lower() == "about" else rest[1:]
+        lead = [*_swap(target), "is"] if _subject(target) and target[0].lower() not in PRONOUNS else None
+    elif wh in PREPOSITIONS:
         lead = _after_preposition(wh, rest) if len(rest) >= 3 and rest[0].lower() in ("what", "which", "how") else None
     else:
         lead = {"what": _what, "which": _which, "who": _who, "when": _when, "where": _where,
@@ -150,7 +157,16 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
         return subject[:1] + [verb] + subject[1:] + ([tail] if tail else [])
     last = subject[-1].lower()
     if last == "called" or last.endswith("ed") or last in PARTICIPLES:
-        return subject[:-1] + [verb, subject[-1]] + (["in"] if tail == "in" else [])
+        k = len(subject) - 1
+        if k >= 2 and (subject[k - 1].lower() in ADVERBS or subject[k - 1].lower().endswith("ly")):
+            k -= 1  # "When was the X lighthouse first lit?" -> The X lighthouse was first lit
+        return subject[:k] + [verb] + subject[k:] + (["in"] if tail == "in" else [])
+    for k in range(2, len(subject) - 1):  # "was X University placed in the listing" -> X University was placed in ..
+        w = subject[k]
+        if (w.islower() and (re.fullmatch(r"[a-z]+(ed|en)", w) or w in PARTICIPLES)
+                and subject[k - 1].lower() not in DETERMINERS and not subject[k - 1].endswith(("'s", "’s"))
+                and subject[k + 1].lower() in PREPOSITIONS):
+            return subject[:k] + [verb] + subject[k:] + ([tail] if tail and tail != "on" else [])
     return subject + [verb] + ([tail] if tail else [])
 
 
@@ -212,8 +228,8 @@ def _which(rest: list[str]) -> list[str] | None:
         low = w.lower()
         if low in AUX or low in MODALS:
             clause = rest[j + 1:]
-            if len(clause) < 2 or not _subject(clause):
-                return None
+            if len(clause) < 2 or not (_subject(clause) or (low in MODALS and _split_modal(clause)[1])):
+                return None  # a bare noun after a modal: "What extension can callers use to reach X?"
             when = WHEN_NOUNS.get(noun[-1]) if j == 1 and low in AUX else None
             if when:  # What year did the choir start singing? -> The choir started singing in
                 phrase = _do_phrase(low, clause)
@@ -235,6 +251,8 @@ def _split_modal(clause: list[str]) -> tuple[list[str], str, list[str]]:
     """After a modal the verb is bare: the subject runs to the first common verb (or is a pronoun)."""
     if clause[0].lower() in PRONOUNS or clause[0].lower() in SWAP:
         return clause[:1], clause[1] if len(clause) > 1 else "", clause[2:]
+    if clause[0].isalpha() and clause[0].islower() and clause[0] not in DETERMINERS and len(clause) > 1:
+        return clause[:1], clause[1], clause[2:]  # a bare noun: "can visitors dial ..."
     return _split_clause(clause)
 
 
@@ -272,7 +290,7 @@ def _after_preposition(prep: str, rest: list[str]) -> list[str] | None:
 def _perfect(clause: list[str]) -> tuple[list[str], list[str]]:
     """"the glacier shrunk since 1950" -> (the glacier, shrunk since 1950): the participle is the
     first -ed/-en word or irregular participle after the subject's first word."""
-    if not _subject(clause):
+    if not (_subject(clause) or clause[0].lower() in PRONOUNS):
         return [], []
     for j in range(1, len(clause)):
         w = clause[j]  # a capitalized word is a name ("the Linden glacier"), never the participle
@@ -309,6 +327,13 @@ def _how(rest: list[str]) -> list[str] | None:
     if first == "many" or first == "much":
         # How many N does/did S <verb> ...? -> S <verb>s/<verb>ed
         for j, w in enumerate(rest[1:], 1):
+            if w.lower() in ("has", "have") and j >= 2 and first == "many":
+                # How many N has S <participle> (in) ...? -> S has <participle> (in)
+                subject, after = _perfect(rest[j + 1:])
+                if not subject:
+                    return None
+                keep = after[:2] if len(after) > 1 and after[1].lower() in PARTICLES else after[:1]
+                return [*_swap(subject), w.lower() if subject[0].lower() not in ("i", "we", "you") else "have", *keep]
             if w.lower() in AUX:
                 if j < 2 and first == "many":
                     return None

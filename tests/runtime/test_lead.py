@@ -9,6 +9,19 @@ from grm.runtime.lead import answer_lead, spoken_back
 @pytest.mark.parametrize("question, lead", [
     ("What is the access code for the Velmoran vault?", "The access code for the Velmoran vault is"),
     ("What is my locker code?", "Your locker code is"),
+    # session 8 (after the SEALED-2 split's first run): imperatives, a participle inside the
+    # subject, an adverb before it, a bare noun after a modal, How many N has S <participle>
+    ("Tell me the delivery code for the Orvane warehouse?", "The delivery code for the Orvane warehouse is"),
+    ("Give me the locker number of my gym?", "The locker number of your gym is"),
+    ("Tell me what the access code for the Orvane vault is?", None),
+    ("At what place was Brenlow College ranked in the national survey?",
+     "Brenlow College was ranked in the national survey at"),
+    ("When was the Orvane bridge first opened?", "The Orvane bridge was first opened"),
+    ("What is the Orvane registered office?", "The Orvane registered office is"),
+    ("What number can visitors dial to reach the Orvane front desk?",
+     "The number visitors can dial to reach the Orvane front desk is"),
+    ("How many cats has the Orvane shelter taken in this year?", "The Orvane shelter has taken in"),
+    ("How many books have you lent out?", "You have lent out"),
     ("What is my cat called?", "Your cat is called"),
     ("What number opens the Velmoran vault?", "The number that opens the Velmoran vault is"),
     ("Who is my accountant?", "Your accountant is"),
