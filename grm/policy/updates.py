@@ -149,7 +149,7 @@ _TRAIL = re.compile(r"\s+(?:after|because|since|when|until|while|as\s+of|so|now|
                     r"from\s+now\s+on|any\s*more|starting|beginning|effective|from\s+next|next\s+(?:week|month|year)|"
                     r"(?:this|last)\s+(?:week|month|year|night|morning|spring|summer|fall|autumn|winter)|"
                     r"tomorrow|yesterday|today|(?:from|as\s+of)\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
-                    r"for)\b.*$", re.IGNORECASE)
+                    r"for|by\s+(?:my|our|the|his|her|their)\s+(?!way\b)[a-z]+)\b.*$", re.IGNORECASE)
 
 # (pattern, subject override, predicate override); the subject/predicate come from the match
 # when the override is None. Patterns after STRICT_FROM (and every `_cued` clause) read values

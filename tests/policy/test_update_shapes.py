@@ -31,6 +31,7 @@ def one(text):
 
 @pytest.mark.parametrize("text, want", [
     ("Choir practice moved to Tuesdays starting next month.", ("Choir practice", "is", "Tuesdays", "")),
+    ("My dental plan was switched to Delta by my employer.", ("My dental plan", "is", "Delta", "")),
     ("The landlord reset the alarm code to 9911.", ("the alarm code", "is", "9911", "")),
     ("Facilities renamed the guest network to Nimbus.", ("the guest network", "is", "Nimbus", "")),
     ("HR reissued my badge number as 77120.", ("my badge number", "is", "77120", "")),

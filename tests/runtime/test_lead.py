@@ -25,8 +25,8 @@ from grm.runtime.lead import answer_lead, spoken_back
     ("What is my cat called?", "Your cat is called"),
     ("What number opens the Velmoran vault?", "The number that opens the Velmoran vault is"),
     ("Who is my accountant?", "Your accountant is"),
-    ("When is the school play?", "The school play is on"),
-    ("When does my flight to Oslo leave?", "Your flight to Oslo leaves on"),
+    ("When is the school play?", "The school play is"),
+    ("When does my flight to Oslo leave?", "Your flight to Oslo leaves"),
     ("When was the Zeldrin observatory founded?", "The Zeldrin observatory was founded"),
     ("Where does my sister live?", "Your sister lives in"),
     ("Where did my brother move to?", "Your brother moved to"),
@@ -50,7 +50,7 @@ from grm.runtime.lead import answer_lead, spoken_back
     ("By how much has the Linden river risen since May?", "The Linden river has risen since May by"),
     ("How much does the Osk bakery charge for a loaf?", "The Osk bakery charges"),
     ("On what frequency does the Rav station broadcast?", "The Rav station broadcasts on"),  # a verb VERBS lacks
-    ("When did my cousin graduate?", "Your cousin graduated on"),
+    ("When did my cousin graduate?", "Your cousin graduated"),
 ])
 def test_wh_questions_get_the_answer_started_in_their_own_words(question, lead):
     assert answer_lead(question) == lead
