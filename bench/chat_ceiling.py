@@ -317,7 +317,7 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "turns", 51) != 51:  # `grm bench chat_ceiling` passes only the common flags
         return main_long(args, threads)
     splits = ("tune",) if args.quick else tuple(NEEDLES)
-    harvests = ("live",) if args.quick else HARVESTS
+    harvests = ("live",) if args.quick else (getattr(args, "harvests", None) or HARVESTS)
     runs = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
@@ -330,7 +330,12 @@ def main(args: argparse.Namespace) -> int:
     model = args.model or "smollm2-135m"
     res = {"model": model, "runs": runs, "seconds": time.perf_counter() - t0}
     cmd = f"python bench/chat_ceiling.py --threads {threads}" + (f" --model {args.model}" if args.model else "")
-    write_results("chat_ceiling" + (f"-{args.model}" if args.model else ""), res, _table(runs, model), cmd,
+    if getattr(args, "harvests", None):
+        cmd += f" --harvests {','.join(harvests)}"
+    name = "chat_ceiling" + (f"-{args.model}" if args.model else "")
+    if getattr(args, "harvests", None):  # a subset: kept apart from the full comparison of harvest modes
+        name += "-" + "-".join(harvests)
+    write_results(name, res, _table(runs, model), cmd,
                   quick=args.quick)
     print("\n".join(_table(runs, model)))
     return 0
@@ -338,6 +343,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=51, help="51 (small talk) or more (news filler), e.g. 200")
+    p.add_argument("--harvests", type=lambda t: tuple(t.split(",")), default=None,
+                   help=f"51 turns: only these harvest modes, comma-separated (of {', '.join(HARVESTS)}; default all)")
     p.add_argument("--split", choices=tuple(NEEDLES), default=None, help="one split only (long runs)")
 
 

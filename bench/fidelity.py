@@ -14,7 +14,9 @@ the question (memory off, nothing mounted).
   and phrasings written before the session-6 generic reader, never used to change code (its
   baseline, 0/14, was seen); FRESH-2: written after that code froze, before any run (blind, then
   seen: session 7 read its misses); FRESH-3: written by someone other than the rules' author before
-  the session-7 changes and never read by that author: the blind measure of session 7.
+  the session-7 changes and never read by that author: the blind measure of session 7; FRESH-4,
+  FRESH-5 (bench/data/sealed/updates-*.json): written by helpers who never saw the rules, kept
+  out of this file so their first runs are blind (session 8).
 - corrections: 10 `correct memory: X => Y` phrasings. Each fact is said, asked once (the answer,
   holding the old value, becomes a turn in memory: the issue's case), corrected, then asked again
   after small talk. Counted: stale values served (the old value in the answer; target 0).
@@ -424,7 +426,12 @@ def _table(res: dict) -> list[str]:
             "the rules' author before the session-7 changes and never read by that author: the blind split. Its first "
             "run (commit 9f79c1b: superseded 4/12, latest value 3/12 from memory, 3/12 in context) is its blind figure; "
             "the rules were then extended from the author's own sentences, having seen only those totals (never its "
-            "rows), so a later FRESH-3 row is no longer blind.",
+            "rows), so a later FRESH-3 row is no longer blind. Session 8 read FRESH-3's rows and wrote the aligned "
+            "reader (grm/policy/align.py), the fact graft read as said back and the chat lead from them and its own "
+            "unit-test sentences. FRESH-4 and FRESH-5 (bench/data/sealed/) were written by helpers who never saw the "
+            "rules; FRESH-4's first run (bench/results/fidelity-fresh4-first-run.md, code of cef3921) is its blind "
+            "figure; the reader was then widened after reading its rows, so later FRESH-4 rows are tuned. FRESH-5 "
+            "was run once, at the end of session 8, with nothing changed after (fidelity-fresh5-first-run.md).",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in res["updates"]:
         for r in u["rows"]:
