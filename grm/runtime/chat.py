@@ -14,7 +14,7 @@ it is not a chat turn and nothing is generated. Any other line is a turn, in ord
    whatever was mounted that turn), `standalone` reads it once more alone after the sinks, as
    document sections are read (clean), `user` stores only the user's words read alone (the model's
    reply, which may echo a needle wrongly, never becomes memory; the default: it recalled best,
-   13/16 vs 12/16 live on the tune split and 12/16 vs 11/16 on the held-out one,
+   15/16 as live on the tune split and 14/16 vs 12/16 live on the held-out one,
    bench/results/chat_ceiling.md). The reply's first seat is kept in the meta (`reply_from`);
 5. let the policy plane extract facts from the user's text (the model's answer is not evidence),
    fold old turns into digests when folding is on, and page the device plane back under its byte
