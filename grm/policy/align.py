@@ -10,9 +10,13 @@ an update is read against each live fact (`aligned`):
 
 1. The turn is a statement (not a question, not a conditional or a plan) carrying a change cue
    (updates.py's: now, these days, new, instead, retired, switched, "from Monday" ...).
-2. A fact is *named* when its old value is in the turn ("Lena"), *touched* when a content word of
-   its subject is (plural-folded: "Piano lessons" touches "My piano lesson"). The one named fact
-   is taken; else the one touched fact whose subject's words the turn covers best (a tie: none).
+2. A fact is *named* when its old value is in the turn ("Lena"; a Name by one of its words,
+   "Priya" for "Priya Raman"), *touched* when a content word of its subject is (plural-folded:
+   "Piano lessons" touches "My piano lesson") or when the turn holds one code of its old code's
+   shape ("TP1361" for "TP1357"). The one named fact is taken; else the one touched fact whose
+   subject's words the turn covers best (a tie: none). A touched fact needs its new value linked
+   to the subject's words (a be or change verb, the fact's own verb, "new", or right beside it),
+   so "My sister now works at Globex" does not update "my sister is Alice".
 3. The new value is the one span in the turn of the old value's kind, not the old value and not
    a word of the subject: a time ("10 am"), a day or date ("Thursdays", "the 21st"), a number
    or code ("9047", "RT-8823"), a Name ("Ms. Ortiz", "Mint Mobile"), or a place ("in the shed")
@@ -35,8 +39,7 @@ from collections.abc import Iterable
 from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stem, stems
 from grm.policy.updates import _CUE, EVENT_VERB
 
-_DAYS = (r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|(?:jan|febr)uary|march|april|may|june|july|august|"
-         r"september|october|november|december|weekends?|tomorrow|tonight")
+_DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|tomorrow|tonight"  # months: `_MONTH`
 _TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d{2}\b|\bnoon\b|\bmidnight\b|\bmidday\b",
                    re.IGNORECASE)
 _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
