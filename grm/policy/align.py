@@ -202,15 +202,22 @@ def _new_value(text: str, fact: Fact, k: str, core: tuple[int, int], named: bool
     return found[0][1]
 
 
+def may_update(text: str) -> bool:
+    """Whether `aligned` could read `text` at all (a short statement with a change cue): the
+    caller need not list the facts for a turn that cannot be an update."""
+    text = text.strip()
+    return bool(text) and len(text.split()) <= MAX_WORDS and not _NOT_A_CLAIM.search(text) and bool(
+        _CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE))
+
+
 def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed: bool = False) -> FactProposal | None:
     """The update `text` makes to one of `facts` (live, single-valued, mutable ones are read),
     as a proposal in that fact's words, or None (module docstring). `claimed`: the rules read the
     turn as an update of a subject memory does not hold ("I switched my bank from Chase to
     Ally"), so a fact it only names the old value of ("my credit card is Chase") is not it."""
-    text = text.strip()
-    if not text or len(text.split()) > MAX_WORDS or _NOT_A_CLAIM.search(text) or not (
-            _CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE)):
+    if not may_update(text):
         return None
+    text = text.strip()
     mine = _content(text)
     named, touched = [], []
     for f in facts:

@@ -35,7 +35,7 @@ from grm.policy.grammar import Command, parse
 from grm.policy.ledger import FACT, Ledger, new_key
 from grm.policy.review import ReviewBuffer
 from grm.policy.rules import Candidate, decide
-from grm.policy.align import aligned
+from grm.policy.align import aligned, may_update
 from grm.policy.updates import adopt
 from grm.store.backend import StoreBackend
 
@@ -123,10 +123,11 @@ class PolicyMemory:
         if parse(text) is not None:
             return []
         via = f"extract:{getattr(self.extractor, 'name', type(self.extractor).__name__)}"
-        held = self.facts(now)  # before this turn: what an update the extractor missed is read against
+        held = self.facts(now) if may_update(text) else None  # before this turn: what an update the
+        # extractor missed is read against (grm/policy/align.py); not listed for a turn that cannot be one
         proposals = self.extractor.propose(text, evidence_id, now)
         out = [self.propose(p, evidence_id=evidence_id, now=now, via=via) for p in proposals]
-        if not any(o.action in ("superseded", "review") for o in out):
+        if held is not None and not any(o.action in ("superseded", "review") for o in out):
             p = aligned(text, held, claimed=any(p.replaces is not None for p in proposals))  # grm/policy/align.py
             if p is not None:
                 out.append(self.propose(p, evidence_id=evidence_id, now=now, via="extract:aligned"))

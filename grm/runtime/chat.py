@@ -56,8 +56,8 @@ def turn_read(text: str, lead: bool = True) -> tuple[str, str | None]:
     """A chat turn as read ("User: <text>\nAssistant:") and the lead its answer begins with: a
     question a lead rule covers (grm/runtime/lead.py), asked while memory has something mounted,
     is answered after "Your locker code is" (`lead`: the runtime's lead choice is not "off" and
-    something was routed). The same lead the ask path uses; read after "Assistant:" it kept a
-    small model on the mounted fact (bench/results/fidelity.md)."""
+    something was routed). The same lead the ask path uses (bench/results/fidelity.md and
+    chat_ceiling.md measure the chat with it)."""
     said = answer_lead(text) if lead and text.rstrip().endswith("?") else None
     return TURN_PROMPT.format(text=text) + (f" {said}" if said else ""), said
 HARVEST_MODES = ("live", "standalone", "user")

@@ -166,7 +166,7 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
         if (w.islower() and (re.fullmatch(r"[a-z]+(ed|en)", w) or w in PARTICIPLES)
                 and subject[k - 1].lower() not in DETERMINERS and not subject[k - 1].endswith(("'s", "’s"))
                 and subject[k + 1].lower() in PREPOSITIONS):
-            return subject[:k] + [verb] + subject[k:] + ([tail] if tail and tail != "on" else [])
+            return subject[:k] + [verb] + subject[k:] + ([tail] if tail else [])
     return subject + [verb] + ([tail] if tail else [])
 
 
@@ -306,8 +306,7 @@ def _who(rest: list[str]) -> list[str] | None:
 
 def _when(rest: list[str]) -> list[str] | None:
     """No preposition after: "on" pushed a small model to a day where the answer was a time
-    ("The standup is on Monday" for 9:45); 32 vs 27 of 41 When/Where questions read in context
-    (session 8, seen chat and update splits)."""
+    ("The standup is on Monday" for 9:45; bench/results/fact_reading.md)."""
     verb = rest[0].lower()
     if verb in BE:
         return _be_phrase(verb, rest[1:])

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from grm.store.backend import StoreBackend
 
 log = logging.getLogger("grm")
-# a fact's graft reads as the user saying it and the assistant saying it back: SmolLM2 answered
-# 47 of 62 updated facts mounted so, 31 of 62 from the bare statement (bench/results/fidelity.md)
+# a fact's graft reads as the user saying it and the assistant saying it back: SmolLM2 answers
+# from it far more often than from the bare statement (bench/results/fact_reading.md)
 FACT_TEMPLATE = "User: Remember: {statement}.\nAssistant: {back}.\n\n"
 CULL_TOKENS = 64  # at most this many tokens per section when a graft is culled
 
