@@ -5,22 +5,32 @@ access code for the X vault?\\nAnswer: The access code for the X vault is") than
 starts blank (issue 13: SmolLM2 4/20 plain vs 13/20 primed, same text in context). Users type
 plain questions, so `answer_lead` derives the lead from the question's own words:
 
-    What is/was the X?          -> The X is/was         (also my X -> Your X)
+    What is/was the X?          -> The X is/was         (also my X -> Your X; What's X? alike)
     What is the X called?       -> The X is called
+    What time/day/date is X?    -> X is at/on/on
     What N <verb>s Y?           -> The N that <verb>s Y is
+    What do/does/did S <verb> (out)? -> S <verb>s/<verb>ed (out)          (not think/do/feel...)
     Who is/was X?               -> X is/was
+    Who do/does/did S <verb> Y? -> S <verb>s/<verb>ed   Who does S report to? -> S reports to
     When is/was X?              -> X is/was             When was X <verb>ed? -> X was <verb>ed
     When does/did S <verb> ...? -> S <verb>s/<verb>ed
     Where is/are X?             -> X is/are in          Where does/did S <verb> (to)? -> S <verb>s (to|in)
-    How many N does/did S <verb>? -> S <verb>s/<verb>ed
+    How many/much N do/does/did S <verb>? -> S <verb>/<verb>s/<verb>ed    (do: "tickets for X cost")
+    How many N can S <verb>?    -> S can <verb>
     How many N <verb>ed Y?      -> The number of N that <verb>ed Y was
-    How many N <verb> Y?        -> The number of N that <verb> Y is
+    How many N <verb> Y?        -> The number of N that <verb> Y is    (have visited Y: the same)
+    How many/much/far/long has S <participle>? -> S has <participle>    (long: and the rest)
     How long/much/old/... is X? -> X is
-    Which/What N <verb>s Y?     -> The N that <verb>s Y is
-    Which/What N does/did S <verb> Y? -> The N S <verb>s/<verb>ed Y is/was
-    Which/What N should/can/will S <verb> Y? -> The N S should/can/will <verb> Y is
+    How long/often/far/... does/did S <verb>? -> S <verb>s/<verb>ed
+    Which/What N <verb>s Y?     -> The N that <verb>s Y is           (any of VERBS; N may hold adjectives)
+    Which/What N does/did S <verb> Y? -> The N S <verb>s/<verb>ed Y is/was   (do: a bare plural S too)
+    Which/What N should/can/will S <verb> Y? -> The N S should/can/will <verb> Y is   (plural N: are)
     What year/month/day/time did/does S <verb> Y? -> S <verb>ed/<verb>s Y in/on/at
-    In/On/At/By/For what N ...? -> the same clause, then the preposition
+    In/On/At/By/For what N (PP) ...? -> the same clause, then the preposition (and N where it names
+                                  its value: "At what number on Elm Road does X stand?" -> X stands at number)
+    Tell/Give/Show me the X?    -> The X is
+    Tell me / Can you tell me / Do you know / Remind me + wh...? -> the rule for the question
+                                  asked ("where the X ranks" -> Where does the X rank?)
 A question no rule covers gets no lead (None): the caller asks it plain. A question that already
 starts its own answer ("...\\nAnswer: ...") is never touched. First and second person swap (my ->
 your, I -> you), since the answer speaks to the asker.
@@ -47,15 +57,67 @@ IRREGULAR_PAST = {"leave": "left", "go": "went", "come": "came", "begin": "began
                   "grow": "grew", "write": "wrote", "become": "became", "tell": "told", "bring": "brought",
                   "have": "had", "do": "did", "be": "was", "set": "set", "cost": "cost", "fly": "flew",
                   "drive": "drove",
-                  "choose": "chose", "know": "knew", "think": "thought", "teach": "taught"}
-# base forms a do-question's verb is recognised by (no part-of-speech tagger in the runtime)
-VERBS = frozenset("""leave live move meet sell hold keep expire renew start open close arrive begin end cost weigh
-own have record employ produce need want take make get go come work play run park stay study teach visit buy pay
-finish land depart launch win lose attend store contain serve carry build grow print publish ship report receive
-send count list earn spend charge use happen take fly drive return retire die marry join found sign rent hire
-collect export import borrow lend owe plant harvest catch bake cook eat drink wear order book reserve travel
-""".split())
+                  "choose": "chose", "know": "knew", "think": "thought", "teach": "taught", "stand": "stood",
+                  "understand": "understood", "speak": "spoke", "break": "broke", "rise": "rose", "fall": "fell",
+                  "feel": "felt", "sit": "sat", "lead": "led", "wake": "woke", "wear": "wore", "draw": "drew",
+                  "throw": "threw", "swim": "swam", "sing": "sang", "ring": "rang", "drink": "drank", "eat": "ate",
+                  "forget": "forgot", "hide": "hid", "ride": "rode", "shake": "shook", "steal": "stole",
+                  "freeze": "froze", "hang": "hung", "dig": "dug", "feed": "fed", "bend": "bent", "lend": "lent",
+                  "catch": "caught", "fight": "fought", "seek": "sought", "sleep": "slept", "hear": "heard",
+                  "mean": "meant", "deal": "dealt", "lay": "laid", "light": "lit", "shoot": "shot", "hurt": "hurt",
+                  "let": "let", "shut": "shut", "split": "split", "spread": "spread", "bet": "bet", "cast": "cast",
+                  "cut": "cut", "hit": "hit", "read": "read", "beat": "beat", "broadcast": "broadcast",
+                  "forgive": "forgave", "sink": "sank", "shine": "shone", "slide": "slid", "stick": "stuck",
+                  "bear": "bore", "bind": "bound", "breed": "bred", "bite": "bit", "lie": "lay", "dive": "dove"}
+# base forms a do-question's verb is recognised by (no part-of-speech tagger in the runtime): the few
+# hundred commonest English verbs; their -s/-es/-ies and -ed forms are derived (_third_person, _past, _base)
+VERBS = frozenset("""accept add admit advise afford agree aim allow announce answer appear apply appoint approve
+argue arrange arrive ask assign attach attack attempt attend avoid bake ban bear beat become begin believe belong bend
+bet bind bite blame block blow boil book borrow break breed bring broadcast build burn buy call cancel carry cast
+catch cause celebrate change charge chase check choose claim clean clear climb close coach collect combine come
+commit compare compete complain complete confirm connect consider contain continue control cook copy correct cost
+count cover create cross cure cut dance deal decide declare decline decorate deliver demand deny depart depend
+describe design destroy develop die dig dine direct discover discuss display dive divide do donate draw dress drink
+drive drop earn eat edit elect employ enable encourage end enjoy enter escape establish estimate examine exceed
+exchange exist expand expect expire explain explore export express extend fail fall feed feel fetch fight fill find
+finish fit fix fly fold follow forget forgive found freeze fund gain gather generate get give go govern graduate
+greet grow guard guess handle hang happen harvest hate have hear heat help hide hire hit hold host hunt hurt
+identify ignore import improve include increase indicate inform install intend introduce invent invest invite
+involve issue join jump keep kick kill know land last launch lay lead learn leave lend let lift light
+limit link list listen live load locate lock look lose love maintain make manage manufacture marry match mean
+measure meet melt mention miss mix move need notice obtain occupy occur offer open operate order organise organize
+owe own paint park pass pay perform pick plan plant play possess post pour practise practice prefer prepare present
+preserve press prevent print produce promise promote propose protect prove provide publish pull purchase push put
+qualify raise rank reach read realise realize receive recognise recognize recommend record recover reduce refer
+refuse register reject release rely remain remember remind remove rent repair repeat replace reply report
+represent require rescue reserve resign respond retire return reveal ride ring rise roll rule run sail save say
+score search see seek select sell send serve set settle shake share shine ship shoot shop show shut sign sing sink
+sit sleep slide smell sound speak spend split spread stand start stay steal stick stop store study submit succeed
+suffer suggest supply support surround survive swim switch take talk taste teach tell test thank think throw
+touch tour train transfer translate travel treat trust try turn understand update upgrade use visit vote wait
+wake walk want warn wash watch water wear weigh welcome win wish work worry wrap write dial renew""".split())
 PAST_FORMS = frozenset(IRREGULAR_PAST.values())
+BASE_OF_PAST = {past: base for base, past in IRREGULAR_PAST.items() if past != base}
+# two-syllable verbs stressed last, which double their final consonant (admitted, preferred)
+DOUBLING = frozenset("admit commit occur prefer refer permit submit regret control transfer equip omit".split())
+# head nouns of a subject a verb-like word after them belongs to ("my sister start work at ...")
+PEOPLE = frozenset("""sister brother mother father mum mom dad wife husband son daughter friend boss partner cousin
+aunt uncle neighbour neighbor kid kids child children parents grandma grandpa family team""".split())
+# nouns said before their value: "stands at number 12", "leaves from platform 4"
+LABEL_NOUNS = frozenset("""number page platform gate floor room row channel exit aisle level seat chapter track lane
+pier berth bay door unit suite stall booth table court stand pitch box locker route line junction""".split())
+MEASURES = ("long", "much", "old", "tall", "far", "big", "high", "deep", "wide", "heavy", "large", "often")
+CLAUSE_WORDS = ("when", "if", "while", "because", "although", "whereas", "unless")
+# a head noun naming a property of the next one: "What size shoes do I wear?" is no "The size shoes ..."
+PROPERTY_NOUNS = ("size", "colour", "color", "brand", "make", "model", "kind", "type", "sort", "number", "style")
+NOT_PLURAL = frozenset("news series species means physics maths bus gas lens status campus address".split())
+# verbs whose object is no value to name: "What does my brother do?", "What did you think of it?"
+NO_OBJECT_ANSWER = frozenset("do think feel look seem happen become go come".split())
+# a request wrapped round a question: "Can you tell me where ...?" is read as "Tell me where ...?"
+REQUEST = re.compile(r"^(?:please\s+)?(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?(?:tell|remind)\s+me|"
+                     r"do\s+you\s+(?:know|remember)(?=\s+(?:what|which|who|when|where|how)\b)|"
+                     r"remind\s+me|please\s+tell\s+me)\b,?\s*", re.IGNORECASE)
+CONTRACTED = re.compile(r"^(what|who|where|when)['’]s\b", re.IGNORECASE)
 AUX = {"does": "present", "do": "plural", "did": "past"}
 MODALS = ("should", "can", "could", "will", "would", "must", "may", "might")
 PARTICLES = frozenset("in up out off down over back away".split())
@@ -70,16 +132,23 @@ def answer_lead(question: str) -> str | None:
     q = question.strip()
     if "\n" in q or not q.endswith("?") or q.count("?") > 1:
         return None
+    q = CONTRACTED.sub(r"\1 is", REQUEST.sub("Tell me ", q))  # "What's X?" -> What is X?
     words = q[:-1].strip().split()
     if len(words) < 3:
         return None
     wh = words[0].lower().rstrip(",")
     rest = words[1:]
-    if wh in ("tell", "give", "show") and rest[0].lower() == "me":  # "Tell me the label code for X?"
+    if wh in ("tell", "give", "show") and rest[0].lower().rstrip(",") == "me":  # "Tell me the label code for X?"
         if rest[1].lower() in ("what", "which", "who", "when", "where", "how"):
-            return answer_lead(" ".join(rest[1:]) + "?")
+            # "Tell me where the X ranks?" -> Where does the X rank?; "Tell me which train goes ..." as it is
+            lead = answer_lead(" ".join(rest[1:]) + "?")
+            asked = _asked(rest[1:])
+            return lead or (answer_lead(" ".join(asked) + "?") if asked else None)
+        if len(rest) < 3:
+            return None
         target = rest[2:] if rest[1].lower() == "about" else rest[1:]
-        lead = [*_swap(target), "is"] if _subject(target) and target[0].lower() not in PRONOUNS else None
+        lead = [*_swap(target), "is"] if _subject(target) and target[0].lower() not in PRONOUNS + ("a", "an") \
+            else None  # "Tell me a joke?" asks no value
     elif wh in PREPOSITIONS:
         lead = _after_preposition(wh, rest) if len(rest) >= 3 and rest[0].lower() in ("what", "which", "how") else None
     else:
@@ -124,6 +193,8 @@ def _third_person(verb: str, subject: list[str]) -> str:
     """`verb` agreeing with `subject` in the present ("you leave", "your flight leaves")."""
     if [w.lower() for w in subject] in (["you"], ["they"]) or (len(subject) == 1 and subject[0].lower() == "you"):
         return verb
+    if verb == "have":
+        return "has"  # "How many floors does the X tower have?" -> The X tower has
     if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
         return verb + "es"
     if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
@@ -134,6 +205,8 @@ def _third_person(verb: str, subject: list[str]) -> str:
 def _past(verb: str) -> str:
     if verb in IRREGULAR_PAST:
         return IRREGULAR_PAST[verb]
+    if verb in DOUBLING or re.fullmatch(r"[^aeiou]*[aeiou][b-df-hj-np-tvz]", verb):
+        return verb + verb[-1] + "ed"  # ship -> shipped, plan -> planned
     if verb.endswith("e"):
         return verb + "d"
     if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
@@ -152,6 +225,8 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
     subject = _swap(rest)
     if subject[-1].lower() in PREPOSITIONS:
         return None  # "What is the box made of?": the answer's shape is not "X is"
+    if any(w.lower() in CLAUSE_WORDS for w in subject):
+        return None  # "How old was X when she died?": a clause of its own follows
     if len(rest) >= 2 and rest[0].lower() in PRONOUNS and rest[1].lower().endswith("ing"):
         # "are we meeting the architects" -> You are meeting the architects (in)
         return subject[:1] + [verb] + subject[1:] + ([tail] if tail else [])
@@ -160,7 +235,7 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
         k = len(subject) - 1
         if k >= 2 and (subject[k - 1].lower() in ADVERBS or subject[k - 1].lower().endswith("ly")):
             k -= 1  # "When was the X lighthouse first lit?" -> The X lighthouse was first lit
-        return subject[:k] + [verb] + subject[k:] + (["in"] if tail == "in" else [])
+        return subject[:k] + [verb] + subject[k:] + ([tail] if tail else [])
     for k in range(2, len(subject) - 1):  # "was X University placed in the listing" -> X University was placed in ..
         w = subject[k]
         if (w.islower() and (re.fullmatch(r"[a-z]+(ed|en)", w) or w in PARTICIPLES)
@@ -170,16 +245,19 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
     return subject + [verb] + ([tail] if tail else [])
 
 
-def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = True) -> list[str] | None:
+def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = True,
+               known: bool = False) -> list[str] | None:
     """"does my flight to Oslo leave" -> Your flight to Oslo leaves (the verb is the last word, or
-    the last before a final preposition)."""
-    if len(rest) < 2 or not (_subject(rest) or rest[0].lower() in PRONOUNS):
+    the last before a final preposition); after do/did a bare plural subject too ("do tickets for
+    the fair cost" -> Tickets for the fair cost). `known`: the verb must be a common one (VERBS)."""
+    bare = aux in ("do", "did") and _bare_subject(rest) and _plural(rest[0])
+    if len(rest) < 2 or not (_subject(rest) or rest[0].lower() in PRONOUNS or bare):
         return None
     prep = rest[-1].lower() if rest[-1].lower() in PREPOSITIONS else ""
     body = rest[:-1] if prep else rest
     if len(body) < 2:
         return None
-    subject, verb, after = _split_clause(body)
+    subject, verb, after = _split_clause(body, known or bare)
     if not subject or not verb:
         return None
     words = _swap(subject) + [_inflect(aux, verb.lower(), _swap(subject))]
@@ -193,42 +271,147 @@ def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = Tru
     return words
 
 
-def _split_clause(body: list[str]) -> tuple[list[str], str, list[str]]:
-    """Subject, verb, the rest: a pronoun subject is one word; otherwise the verb is the first
-    common verb (VERBS) after the subject's first word that does not follow a determiner, else
-    the clause's last word."""
+def _split_clause(body: list[str], known: bool = False) -> tuple[list[str], str, list[str]]:
+    """Subject, verb, the rest: a pronoun subject is one word; otherwise the verb is a common verb
+    (VERBS) after the subject's first word (see _pick_verb), else the clause's last word (not where
+    `known`: the verb must be a common one)."""
     if body[0].lower() in PRONOUNS:
         return body[:1], body[1], body[2:]
-    for j in range(1, len(body)):
-        w, prev = body[j], body[j - 1].lower()
-        if w in VERBS and prev not in DETERMINERS and prev not in SWAP:
-            return body[:j], w, body[j + 1:]
+    j = _pick_verb(body)
+    if j:
+        return body[:j], body[j], body[j + 1:]
     last = body[-1]
-    if len(body) >= 3 and last.isalpha() and last.islower() and body[-2].lower() not in DETERMINERS:
+    if not known and len(body) >= 3 and last.isalpha() and last.islower() and body[-2].lower() not in DETERMINERS:
         return body[:-1], last, []  # a verb the list lacks: "does the station broadcast"
     return [], "", []
+
+
+def _pick_verb(body: list[str]) -> int:
+    """Where the verb of "<subject> <verb> ..." is (0: none), among common verbs (VERBS) that follow
+    no determiner, possessive, preposition or "to". Many are nouns too, so a word followed by a
+    plain lower-case word ("the Vexa book club meet", "the car park open") is the verb only where
+    nothing better follows or it comes after a person ("my sister start work")."""
+    candidates = [j for j in range(1, len(body)) if body[j] in VERBS and body[j - 1].lower() not in DETERMINERS
+                  and body[j - 1].lower() not in SWAP and body[j - 1].lower() not in PREPOSITIONS]
+    for j in candidates:
+        after = body[j + 1] if j + 1 < len(body) else ""
+        if not _plain_word(after):
+            return j  # the verb ends the clause or a preposition, name, determiner or adverb follows
+        if body[j - 1].lower() in PEOPLE:
+            return j
+    return candidates[0] if candidates else 0
+
+
+def _plain_word(word: str) -> bool:
+    """A lower-case word that could be a noun: no function word, name, number or -ly adverb."""
+    low = word.lower()
+    return (word.isalpha() and word.islower() and low not in PREPOSITIONS and low not in DETERMINERS
+            and low not in SWAP and low not in PRONOUNS and low not in PARTICLES and low not in ADVERBS
+            and not low.endswith("ly") and low not in BE and low not in AUX and low not in MODALS)
+
+
+def _bare_subject(words: list[str]) -> bool:
+    """A subject with no determiner: "members dial ...", "tickets for the fair cost ..."."""
+    return bool(words) and _plain_word(words[0]) and words[0] not in VERBS and words[0] not in ("not", "there")
+
+
+def _base(word: str) -> tuple[str, str]:
+    """A finite verb's base form and its do-auxiliary: "ranks" -> (rank, does), "opened" -> (open,
+    did), "use" -> (use, do); ("", "") for no common verb."""
+    if word in VERBS:
+        return word, "do"
+    if word in BASE_OF_PAST:
+        return BASE_OF_PAST[word], "did"
+    if word.endswith("s"):
+        stems = (word[:-1], word[:-2], word[:-3] + "y")
+        return next(((stem, "does") for stem in stems if stem in VERBS and _third_person(stem, []) == word),
+                    ("", ""))
+    if word.endswith("ed"):
+        stems = (word[:-1], word[:-2], word[:-3], word[:-3] + "y")
+        return next(((stem, "did") for stem in stems if stem in VERBS and _past(stem) == word), ("", ""))
+    return "", ""
+
+
+def _asked(words: list[str]) -> list[str] | None:
+    """An embedded question in statement order, asked: "where the X ranks nationally" -> where does
+    the X rank nationally; "what the code is" -> what is the code; "what number members dial to
+    reach X" -> what number do members dial to reach X."""
+    p = 2 if words[0].lower() == "how" else 1
+    for v in range(p + 1, len(words)):
+        w = words[v]
+        low = w.lower()
+        starts = [i for i in range(p, v) if _subject(words[i:]) or words[i].lower() in PRONOUNS]
+        s = starts[0] if starts else v - 1
+        if s < p or (s == p and not starts and words[0].lower() in ("what", "which")):
+            continue  # no subject yet, or the bare word is the asked noun ("what number ...")
+        if low in BE or low in ("has", "have", "had") or low in MODALS:
+            if not starts and low not in ("are", "were", "have"):
+                return None
+            return words[:s] + [low] + words[s:v] + words[v + 1:]
+        prev = words[v - 1].lower()
+        if not (w.isalpha() and w.islower()) or prev in DETERMINERS + ("my", "our") or prev in PREPOSITIONS:
+            continue
+        base, aux = _base(w)
+        plural = s == v - 1 and (words[s].lower() in PRONOUNS + ("i",) or _plural(words[s]))
+        if not base or (aux == "do" and not plural):
+            continue
+        return words[:s] + [aux] + words[s:v] + [base] + words[v + 1:]
+    return None
+
+
+def _plural(word: str) -> bool:
+    low = word.lower()
+    return (low.endswith("s") and not low.endswith(("ss", "us", "is")) and low not in NOT_PLURAL) \
+        or low in ("people", "children", "men", "women", "staff", "they", "we", "you")
 
 
 def _what(rest: list[str]) -> list[str] | None:
     verb = rest[0].lower()
     if verb in BE:
         return _be_phrase(verb, rest[1:])
-    if verb in AUX or verb in MODALS or verb in ("kind", "type", "sort"):
+    if verb in AUX:  # What did I order? -> You ordered
+        return _object_phrase(verb, rest[1:], drop_after=False)
+    if verb in MODALS or verb in ("kind", "type", "sort"):
         return None
     return _which(rest)
 
 
+def _object_phrase(aux: str, clause: list[str], drop_after: bool) -> list[str] | None:
+    """"What/Who do/does/did S <verb> ...?" asks the verb's object: "S <verb>s" ("Who do I see for
+    my teeth?" -> You see; "Who does the team report to?" -> The team reports to). What-questions
+    only where the verb ends the question (but for a particle): "What did you think of it?" has no
+    such answer; nor has a verb in NO_OBJECT_ANSWER ("What does my brother do?"), nor "you"."""
+    if len(clause) < 2 or clause[0].lower() == "you":
+        return None
+    prep = clause[-1].lower() if clause[-1].lower() in PREPOSITIONS else ""
+    body = clause[:-1] if prep else clause
+    if len(body) < 2 or not (_subject(body) or body[0].lower() in PRONOUNS
+                             or (aux != "does" and _bare_subject(body) and _plural(body[0]))):
+        return None
+    subject, verb, after = _split_clause(body, known=True)
+    if not verb or verb.lower() in NO_OBJECT_ANSWER:
+        return None
+    if not prep and drop_after:
+        after = after if all(w.lower() in PARTICLES for w in after) else []
+    elif not prep and not all(w.lower() in PARTICLES for w in after):
+        return None
+    return [*_swap(subject), _inflect(aux, verb.lower(), _swap(subject)), *_swap(after), *([prep] if prep else [])]
+
+
 def _which(rest: list[str]) -> list[str] | None:
-    """"Which/What N ..." with N one to three lower-case words, then a verb, an auxiliary or a
-    modal: the answer is "The N <the clause about it> is"."""
+    """"Which/What N ..." with N one to three lower-case words (adjectives too: "Which internal
+    extension"), then a verb, an auxiliary or a modal: the answer is "The N <the clause about it>
+    is" ("are" after a plural N)."""
     for j in range(1, min(4, len(rest))):
         noun, w = rest[:j], rest[j]
-        if not all(n.isalpha() and n.islower() for n in noun):
+        if not all(_plain_word(n) for n in noun) or (j > 1 and noun[0] in PROPERTY_NOUNS):
             return None
         low = w.lower()
+        is_ = ("were" if low == "did" else "are") if _plural(noun[-1]) else ("was" if low == "did" else "is")
         if low in AUX or low in MODALS:
             clause = rest[j + 1:]
-            if len(clause) < 2 or not (_subject(clause) or (low in MODALS and _split_modal(clause)[1])):
+            bare = low in ("do", "did") and _bare_subject(clause) and _plural(clause[0])
+            if len(clause) < 2 or not (_subject(clause) or bare or (low in MODALS and _split_modal(clause)[1])):
                 return None  # a bare noun after a modal: "What extension can callers use to reach X?"
             when = WHEN_NOUNS.get(noun[-1]) if j == 1 and low in AUX else None
             if when:  # What year did the choir start singing? -> The choir started singing in
@@ -236,12 +419,19 @@ def _which(rest: list[str]) -> list[str] | None:
                 return phrase + [when] if phrase and phrase[-1].lower() not in PREPOSITIONS else phrase
             if low in AUX:  # Which train does my sister take? -> The train your sister takes is
                 phrase = _do_phrase(low, clause)
-                return ["The", *noun, *phrase, "was" if low == "did" else "is"] if phrase else None
+                return ["The", *noun, *phrase, is_] if phrase else None
             subject, verb, after = _split_modal(clause)  # Which form should I sign? -> The form you should sign is
-            return ["The", *noun, *_swap(subject), low, verb, *_swap(after), "is"] if verb else None
+            return ["The", *noun, *_swap(subject), low, verb, *_swap(after), is_] if verb else None
         if low in BE:
+            if j == 1 and noun[0] in ("time", "day", "date"):  # What time is my class? -> Your class is at
+                return _be_phrase(low, rest[j + 1:], "at" if noun[0] == "time" else "on")
             return None  # "Which level is the car on?": the answer's shape is not "The N that is"
-        if low in PAST_FORMS or (re.fullmatch(r"[a-z]+(s|ed)", low) and _verb_form(low)):
+        if low in PAST_FORMS or low == "has" or (re.fullmatch(r"[a-z]+(s|ed)", low) and _verb_form(low)):
+            after = rest[j + 1].lower() if j + 1 < len(rest) else ""
+            if after in BE or after in AUX or after in MODALS or after in ("has", "have", "had"):
+                continue  # a plural noun, not a verb: "Which bus stops are ..."
+            if after in VERBS:
+                return None  # "Which bus stops serve X?" or "Which firm runs book clubs?": no telling
             # Which train goes to the airport? -> The train that goes to the airport is
             return ["The", *noun, "that", *_swap(rest[j:]), "was" if low.endswith("ed") else "is"]
     return None
@@ -257,8 +447,8 @@ def _split_modal(clause: list[str]) -> tuple[list[str], str, list[str]]:
 
 
 def _verb_form(word: str) -> bool:
-    """`word` is a common verb (VERBS) in an -s or -ed form (goes, carries, opened, stored)."""
-    return any(stem in VERBS for stem in (word[:-1], word[:-2], word[:-3] + "y"))
+    """`word` is a common verb (VERBS) in an -s or -ed form (goes, carries, opened, stored, shipped)."""
+    return _base(word)[1] in ("does", "did")
 
 
 def _after_preposition(prep: str, rest: list[str]) -> list[str] | None:
@@ -269,6 +459,8 @@ def _after_preposition(prep: str, rest: list[str]) -> list[str] | None:
         if words[0].lower() not in ("many", "much", "long", "far"):
             return None
         words = words[1:]
+    pp = next((i for i, w in enumerate(words[:4]) if w.lower() in PREPOSITIONS), None)
+    limit = 3 if pp is None else pp + 5  # the head noun, and a phrase after it ("number on Elm Road")
     for j, w in enumerate(words):  # skip the head noun ("year", "metres") to the auxiliary
         low = w.lower()
         if low in AUX:
@@ -280,10 +472,12 @@ def _after_preposition(prep: str, rest: list[str]) -> list[str] | None:
         elif low in BE:
             phrase = _be_phrase(low, words[j + 1:])
         else:
-            if j >= 3:
+            if j >= limit:
                 return None
             continue
-        return phrase + [prep] if phrase and phrase[-1].lower() not in PREPOSITIONS else phrase
+        head = words[:j if pp is None else pp]  # "At what number ... does X stand?" -> X stands at number
+        label = [head[0]] if len(head) == 1 and head[0].lower() in LABEL_NOUNS else []
+        return phrase + [prep, *label] if phrase and phrase[-1].lower() not in PREPOSITIONS else phrase
     return None
 
 
@@ -301,6 +495,8 @@ def _perfect(clause: list[str]) -> tuple[list[str], list[str]]:
 
 def _who(rest: list[str]) -> list[str] | None:
     verb = rest[0].lower()
+    if verb in AUX:  # Who do I see for my teeth? -> You see
+        return _object_phrase(verb, rest[1:], drop_after=True)
     return _be_phrase(verb, rest[1:]) if verb in BE else None
 
 
@@ -326,33 +522,43 @@ def _where(rest: list[str]) -> list[str] | None:
 
 def _how(rest: list[str]) -> list[str] | None:
     first = rest[0].lower().rstrip(",")
-    if first == "many" or first == "much":
-        # How many N does/did S <verb> ...? -> S <verb>s/<verb>ed
-        for j, w in enumerate(rest[1:], 1):
-            if w.lower() in ("has", "have") and j >= 2 and first == "many":
-                # How many N has S <participle> (in) ...? -> S has <participle> (in)
-                subject, after = _perfect(rest[j + 1:])
-                if not subject:
-                    return None
-                keep = after[:2] if len(after) > 1 and after[1].lower() in PARTICLES else after[:1]
-                return [*_swap(subject), w.lower() if subject[0].lower() not in ("i", "we", "you") else "have", *keep]
-            if w.lower() in AUX:
-                if j < 2 and first == "many":
-                    return None
-                if rest[-1].lower() in PREPOSITIONS:
-                    return None
-                return _do_phrase(w.lower(), rest[j + 1:], keep_after=False)
-            if w.lower() in BE and j >= 2 and first == "many":
-                return None  # "How many people are there in X?": no lead
-            if (re.fullmatch(r"[a-z]+ed", w) or w in PAST_FORMS) and j >= 2:
-                # How many N <verb>ed Y? -> The number of N that <verb>ed Y was
-                return ["The", "number", "of"] + rest[1:j] + ["that"] + _swap(rest[j:]) + ["was"]
-            if w in VERBS and j >= 2 and first == "many" and rest[j - 1].lower() not in DETERMINERS:
-                # How many N <verb> Y? -> The number of N that <verb> Y is
-                return ["The", "number", "of"] + rest[1:j] + ["that"] + _swap(rest[j:]) + ["is"]
+    if first != "many" and first not in MEASURES:
         return None
-    if first in ("long", "much", "old", "tall", "far", "big", "high", "deep", "wide", "heavy", "large", "often"):
-        for j, w in enumerate(rest[1:], 1):
-            if w.lower() in BE:
-                return _be_phrase(w.lower(), rest[j + 1:])
+    quantity = first in ("many", "much")
+    for j, w in enumerate(rest[1:], 1):
+        low = w.lower()
+        nouns = j >= 2 and all(_plain_word(n) for n in rest[1:j])  # "How many tickets the fair sold": no N
+        if low in ("has", "have", "had") and len(rest) > j + 1:
+            # How many N has S <participle> (in) ...? / How far has S <participle>? -> S has <participle> (in)
+            subject, after = _perfect(rest[j + 1:])
+            if not subject:
+                if first == "many" and nouns and low == "have":  # How many people have visited X?
+                    return ["The", "number", "of", *rest[1:j], "that", *_swap(rest[j:]), "is"]
+                return None
+            keep = after[:2] if len(after) > 1 and after[1].lower() in PARTICLES else after[:1]
+            have = low if subject[0].lower() not in ("i", "we", "you") or low == "had" else "have"
+            return [*_swap(subject), have, *(_swap(after) if first == "long" else keep)]
+        if low in AUX:
+            if rest[-1].lower() in PREPOSITIONS or (not quantity and j > 1) or "have to" in " ".join(rest).lower():
+                return None  # "How long do I have to wait?": no "You have" 
+            # How much do tickets cost? -> Tickets cost; How long does the ferry take? -> The ferry takes
+            return _do_phrase(low, rest[j + 1:], keep_after=False)
+        if low in MODALS and quantity and rest[-1].lower() not in PREPOSITIONS:
+            clause = rest[j + 1:]  # How many guests can the hall hold? -> The hall can hold
+            if len(clause) < 2 or not (_subject(clause) or clause[0].lower() in PRONOUNS):
+                return None
+            subject, verb, _ = _split_modal(clause)
+            return [*_swap(subject), low, verb] if subject and verb in VERBS else None
+        if low in BE:
+            if first == "many":
+                return None  # "How many people are there in X?": no lead
+            return _be_phrase(low, rest[j + 1:])  # How long, in metres, is the X? -> The X is
+        if not quantity or not nouns:
+            continue
+        if re.fullmatch(r"[a-z]+ed", w) or w in PAST_FORMS:
+            # How many N <verb>ed Y? -> The number of N that <verb>ed Y was
+            return ["The", "number", "of"] + rest[1:j] + ["that"] + _swap(rest[j:]) + ["was"]
+        if w in VERBS and first == "many":
+            # How many N <verb> Y? -> The number of N that <verb> Y is
+            return ["The", "number", "of"] + rest[1:j] + ["that"] + _swap(rest[j:]) + ["is"]
     return None
