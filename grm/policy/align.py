@@ -12,23 +12,31 @@ an update is read against each live fact (`aligned`):
    (updates.py's: now, these days, new, instead, retired, switched, "from Monday" ...).
 2. A fact is *named* when its old value is in the turn ("Lena"; a Name by one of its words,
    "Priya" for "Priya Raman"), *touched* when a content word of its subject is (plural-folded:
-   "Piano lessons" touches "My piano lesson") or when the turn holds one code of its old code's
-   shape ("TP1361" for "TP1357"). The one named fact is taken; else the one touched fact whose
-   subject's words the turn covers best (a tie: none). A touched fact needs its new value linked
-   to the subject's words (a be or change verb, the fact's own verb, "new", or right beside it),
-   so "My sister now works at Globex" does not update "my sister is Alice".
+   "Piano lessons" touches "My piano lesson"; a claim of I/we by its object's words: "beans" for
+   "I buy my coffee beans from Blue Door"), when the turn holds one code of its old code's shape
+   ("TP1361" for "TP1357"), or, at the lowest rank, through a word of the same everyday subject
+   (`_FAMILY`: "my teeth" for the dentist, "ported my number" for the phone plan). The one named
+   fact is taken; else the best-touched fact the turn holds a new value for (a tie: none). A
+   touched fact needs its new value linked to the subject's words (a be or change verb, the
+   fact's own verb, "new", "I'm", or right beside it), so "My sister now works at Globex" does
+   not update "my sister is Alice"; one touched through a related word needs the value right
+   after "to", "is", "with" ... (`_ANCHOR`).
 3. The new value is the one span in the turn of the old value's kind, not the old value and not
    a word of the subject: a time ("10 am"), a day or date ("Thursdays", "the 21st"), a number
-   or code ("9047", "RT-8823"), a Name ("Ms. Ortiz", "Mint Mobile"), or a place ("in the shed")
-   for a value said as one. Several spans: the ones right after "to", "is", "now", ":", "at",
-   "with" ... ; still several, or none: nothing is read.
+   or code ("9047", "RT-8823"), a Name ("Ms. Ortiz", "Mint Mobile"; "a ThinkPad X1 Carbon" is a
+   Name holding a code; a sentence's first word that reads as an adverb or verb, "Honestly",
+   "Joined", is none; in a turn typed all lowercase, what follows a verb or preposition: "im on
+   a macbook air now"), or a place ("in the shed") for a value said as one. Several spans: the
+   ones right after "to", "is", "now", ":", "at", "with" ... ; still several, or none: nothing
+   is read.
 4. The proposal is the fact's own claim with its value's span swapped ("stored in the basement"
    -> "stored in the shed"); it names the old value only when the turn did, so the conflict rules
    (grm/policy/rules.py, rule 7) let an unnamed one replace only a fact it ranks as high as.
 
 Plain values ("oolong", "really nice") have no kind to find again, and a turn touching no word of
-the subject and naming no old value ("I ported my number over to Mint Mobile" for "my phone plan")
-is not read: those stay as said, in the turn's evidence graft.
+the subject, naming no old value and saying no word of its everyday subject ("we got the
+hatchback in red instead" for "my car is a Volvo") is not read: those stay as said, in the
+turn's evidence graft.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ _DAY = re.compile(rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?{_MONTH}(?:\s+
                   rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
                   re.IGNORECASE)
 _CODE = re.compile(r"(?<![\w#@-])[#@]?[\w-]*\d[\w./-]*(?<![.-])")
-_NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'’&-]*)*")
+_NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+|&\s+)?[A-Z][\w'’&-]*)*")
 _PLACE = re.compile(r"\b(?P<p>in|at|on|under|behind|inside|into|near|by|to)\s+"
                     r"(?P<np>(?:(?:the|my|our|a|an)\s+[a-z]|(?-i:[A-Z]))[\w'’-]*"  # "the shed", "Rosa's cafe"
                     r"(?:\s+(?!(?:now|today|these|from|this|starting|instead|again|for|since)\b)[a-z][\w'’-]*)?)",
@@ -62,6 +70,7 @@ _NOT_A_CLAIM = re.compile(r"\?|\b(?:if|maybe|might|perhaps|whether|thinking\s+(?
 # a cue that the old value is gone, not just "new": a turn naming an old value but no word of its
 # subject needs one ("Lena introduced me to her new boss, Karl" is no update of "my hairdresser")
 _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these\s+days|nowadays|from\s+now\s+on|"
+                   r"(?:going|moving)\s+forward|henceforth|took\s+over|taking\s+over|"
                    r"retired|left|quit|dropped|replaced|switched|moved|closed|stopped|sold|gone|not)\b", re.IGNORECASE)
 # what links a touched subject to the new value said beside it: be, a change, "new", a label, or
 # (by kind) an event's verb or a place's: "the storage locker is 402", "Swimming class shifted to
@@ -70,7 +79,8 @@ _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these
 _CHANGED = (r"(?:(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
             r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower)"
             r"(?:e|es|ed|ing)?|(?:went|gone|go(?:es)?)\s+(?:up|down)|rose|dropped)")
-_LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|{_CHANGED})\b"
+_LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|i['’]?m|we['’]?re|"
+                   rf"{_CHANGED})\b"
                    r"|['’]s\b|:", re.IGNORECASE)
 _LINK_OF = {
     "time": re.compile(rf"\b(?:{EVENT_VERB}|goes|go|went)\b", re.IGNORECASE),
@@ -78,6 +88,16 @@ _LINK_OF = {
     "place": re.compile(r"\b(?:lives?|living|stays?|sits?|kept|keeps?|keep|parks?|parked|stored|stores?|goes|go|went|"
                         r"meets?|hangs?|put|moved|moves?)\b", re.IGNORECASE),
 }
+# in a turn typed all lowercase, a Name said after a verb or preposition, up to three words: "on a
+# macbook air now", "switched to geico", "with tele2 these days"
+_LOWER_NAME = re.compile(r"\b(?:to|is|are|now|with|on|at|using|use|uses|got|have|has|called|named|over\s+to)\s+"
+                         r"(?:(?:a|an|the)\s+)?(?P<np>(?!(?:my|our|your|his|her|their|it|this|that)\b)[a-z0-9][\w'’&.-]*"
+                         r"(?:\s+(?!(?:now|these|from|this|starting|instead|again|for|since|today|yesterday|and|but|so|"
+                         r"because|as|at|in|on|with|to|too|any|anymore|though|btw|lol|is|was)\b)[a-z0-9][\w'’&.-]*){0,2})")
+_OPENS = re.compile(r"(?:^|[.!?;:]\s*|\n\s*)$")  # a sentence starts here
+# a sentence's first word read as an adverb or a verb, no Name: "Honestly", "Going", "Joined" ("Alfred",
+# "Mildred" stay Names)
+_VERBISH = re.compile(r"[A-Z][a-z]{2,}ly|[A-Z][a-z]+ing|[A-Z][a-z]{2,}(?<!fr|dr)ed")
 MAX_WORDS = 60  # a longer turn (a pasted text) is no plain update
 # capitalized words that are no Name: sentence openers, pronouns, days (found as days)
 _NOT_NAMES = frozenset("i i'm i've i'll we we're we've they the a an my our your it it's this that there so and but "
@@ -92,9 +112,10 @@ def kind(value: str) -> str | None:
         return "time"
     if _DAY.search(value):
         return "day"
-    if _CODE.search(value):
-        return "code"
-    if _names(value):
+    names = _names(value)
+    if _CODE.search(value) and not any(b - a > len(c) for a, b in names for c in _CODE.findall(value[a:b])):
+        return "code"  # "RT-8823", "room 4"; "a ThinkPad X1 Carbon" is a Name holding a code
+    if names:
         return "name"
     if _PLACE.search(value):
         return "place"
@@ -102,11 +123,13 @@ def kind(value: str) -> str | None:
 
 
 def _names(text: str) -> list[tuple[int, int]]:
-    """Spans of Names in `text`, sentence openers and pronouns dropped from their front."""
+    """Spans of Names in `text`, sentence openers and pronouns dropped from their front, and a
+    sentence's first word when it reads as an adverb or a verb ("Honestly", "Going", "Joined")."""
     out = []
     for m in _NAME.finditer(text):
         start, words = m.start(), m.group().split()
-        while words and words[0].casefold().strip("'’") in _NOT_NAMES:
+        while words and (words[0].casefold().strip("'’") in _NOT_NAMES or (
+                start == m.start() and _OPENS.search(text[:start]) and _VERBISH.fullmatch(words[0]))):
             start = text.index(words[0], start) + len(words[0])
             words = words[1:]
         if words and not _DAY.fullmatch(" ".join(words)):
@@ -117,6 +140,8 @@ def _names(text: str) -> list[tuple[int, int]]:
 
 def _spans(text: str, k: str) -> list[tuple[int, int, str]]:
     """(start, end, value) of every span of kind `k` in `text`."""
+    if k == "name" and not any(ch.isupper() for ch in text):  # typed lowercase: a Name is what follows
+        return [(m.start("np"), m.end("np"), m["np"]) for m in _LOWER_NAME.finditer(text)]  # "im on a macbook air now"
     if k == "name":
         return [(a, b, text[a:b]) for a, b in _names(text)]
     if k == "place":
@@ -131,13 +156,57 @@ def _spans(text: str, k: str) -> list[tuple[int, int, str]]:
 
 
 def _core(value: str, k: str) -> tuple[int, int] | None:
-    """Where in a stored value its kind's span is ("with Tello" -> "Tello")."""
+    """Where in a stored value its kind's span is ("with Tello" -> "Tello"); a value of several
+    Names is one from the first to the last ("the FitZone on Carver Street": a new Name replaces
+    "FitZone on Carver Street")."""
     spans = _spans(value, k)
+    if len(spans) > 1 and k == "name":
+        return spans[0][0], spans[-1][1]
     return (spans[0][0], spans[0][1]) if len(spans) == 1 else None
 
 
 def _content(text: str) -> frozenset[str]:
     return frozenset(w for w in stems(text) if w not in FUNCTION_WORDS)
+
+
+# everyday subjects people name by a related word: "my teeth" for the dentist, "ported my number"
+# for the phone plan, "my taxes" for the accountant (plural-folded words; a turn touching no word
+# of a fact's subject touches it through one of these, at the lowest rank)
+_FAMILY = [frozenset(f.split()) for f in (
+    "phone mobile cell carrier sim ported porting",
+    "dentist dental teeth tooth orthodontist",
+    "hairdresser hairstylist stylist barber haircut hair salon",
+    "accountant accounting tax bookkeeper",
+    "doctor physician gp clinic checkup",
+    "vet veterinarian veterinary",
+    "insurer insurance insured",
+    "bank banking",
+    "internet broadband isp",
+    "gym workout fitness",
+    "coffee bean espresso roaster",
+    "pharmacy pharmacist prescription meds medication",
+    "landlord rent lease",
+    "therapist therapy counselor counsellor",
+    "lawyer attorney solicitor",
+    "physio physiotherapist physiotherapy",
+    "babysitter sitter nanny childcare",
+    "laptop computer notebook",
+    "mechanic repair",
+    "grocery groceries supermarket",
+)]
+
+
+_BY_FAMILY = 0.1  # the rank of a fact touched only through `_FAMILY`
+
+
+def _families(words: frozenset[str]) -> frozenset[int]:
+    return frozenset(i for i, fam in enumerate(_FAMILY) if fam & words)
+
+
+def _topic(f: Fact) -> frozenset[str]:
+    """The words a turn touches a fact by: its subject's, or for a claim of I/we its object's
+    ("coffee", "bean" of "I buy my coffee beans from Blue Door")."""
+    return _content(f.subject) or _content(f.predicate) - _content(f.predicate.split()[0])
 
 
 _TITLE_WORDS = ("dr", "mr", "mrs", "ms", "prof")
@@ -168,12 +237,12 @@ def _be(predicate: str) -> bool:
 def _linked(text: str, fact: Fact, k: str, a: int, b: int) -> bool:
     """Between a word of the fact's subject and the span text[a:b] is a link (`_LINK`, the kind's
     verbs, or a verb of the fact's own statement: "meets" for "the book club meets at ...")."""
-    own = _content(fact.statement) - _content(fact.subject) - _content(fact.value)
+    own = _content(fact.statement) - _topic(fact) - _content(fact.value)
     link = _LINK_OF.get(k)
     if k in ("time", "day") and re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE):
         return True  # "The council changed the route, so recycling gets picked up on Tuesdays"
     for m in re.finditer(r"[\w'’-]+", text):
-        if not _content(m.group()) & _content(fact.subject):
+        if not _content(m.group()) & _topic(fact):
             continue
         gap = text[m.end():a] if m.end() <= a else text[b:m.start()]
         if (not _content(gap) or _LINK.search(gap) or (link and link.search(gap)) or _content(gap) & own
@@ -187,7 +256,7 @@ def _new_value(text: str, fact: Fact, k: str, core: tuple[int, int], named: bool
     its subject (several: those right after an anchor word), or None. A fact found by its subject
     alone needs the span linked to it (`_linked`)."""
     old = fact.value[core[0]:core[1]]
-    subject = _content(fact.subject)
+    subject = _topic(fact)
     found = []
     for a, b, v in _spans(text, k):
         if _said(old, v, k) or _said(v, old, k) or (_content(v) and _content(v) <= subject):
@@ -227,7 +296,8 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
         core = _core(f.value, k) if k else None
         if core is None:
             continue
-        share = len(_content(f.subject) & mine) / max(1, len(_content(f.subject)))
+        topic = _topic(f)
+        share = len(topic & mine) / max(1, len(topic))
         old = f.value[core[0]:core[1]]
         if _said(old, text, k):
             if share > 0 or (_GONE.search(text) and not claimed):
@@ -236,19 +306,26 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
             touched.append((share, f, k, core))  # "lives in" is read only where the turn says "live"
         elif k == "code" and _shape(old) and sum(_shape(v) == _shape(old) for *_, v in _spans(text, k)) == 1:
             touched.append((0.5, f, k, core))  # "They rebooked me onto TP1361" for "my flight is TP1357"
+        elif _families(topic) & _families(mine):
+            touched.append((_BY_FAMILY, f, k, core))  # "ported my number over to Tele2" for "my phone plan"
     if len(named) == 1:
         f, k, core = named[0]
-    elif not named and touched:
-        touched.sort(key=lambda t: -t[0])
-        if len(touched) > 1 and touched[1][0] == touched[0][0]:
+        new = _new_value(text, f, k, core, True)
+    elif not named and touched:  # the best touched fact the turn holds a new value for; a tie: none
+        found = [(share, f, k, core, v) for share, f, k, core in touched
+                 if (v := _new_value(text, f, k, core, not _topic(f) & mine)) is not None
+                 and (share > _BY_FAMILY or _ANCHOR.search(text[:text.find(v)]))]  # by family: "to|is|with B"
+        found.sort(key=lambda t: -t[0])
+        if not found or (len(found) > 1 and found[1][0] == found[0][0]):
             return None
-        _, f, k, core = touched[0]
+        _, f, k, core, new = found[0]
     else:
         return None
-    new = _new_value(text, f, k, core, bool(named) or not _content(f.subject) & mine)
     if new is None:
         return None
-    value = f.value[:core[0]] + new + f.value[core[1]:] if k != "place" else f.value[:core[0]] + new
+    before = re.sub(r"\b(an?)\s+$", lambda m: ("an " if new[:1].casefold() in "aeiou" else "a ") if new[:1] else m[0],
+                    f.value[:core[0]])  # "a Pixel" -> "an iphone"
+    value = before + new + f.value[core[1]:] if k != "place" else f.value[:core[0]] + new
     said = f"{f.subject} {f.predicate} {value}"
     return FactProposal(f.subject, f.predicate, value, said[0].upper() + said[1:], intent=intent,
                         replaces=f.value if named else "")

@@ -16,6 +16,7 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     I like|love Y              -> (i, like|love, Y)       multi-valued: never a contradiction
     I|we meet|work|... in|at P -> (I|we, meet in, P)      a short list of verbs of place
     I|we V (O) in|at|with Name -> (I|we, V O at, Name)    "we eat lunch at Luigi's" (a Name only)
+    I|we V O from Name         -> (I|we, V O from, Name)  "I buy my coffee beans from Blue Door" (O: 1-3 words)
     the X is Y | Name is Y     -> (the X, is, Y)          only when Y is a number, a Name ("the
                                                           Grand Plaza") or a code ("#general")
     the X is in|on|at Y        -> (the X, is, Y)          the same, "the launch is in May"
@@ -59,8 +60,9 @@ _USUALLY = r"(?:(?:usually|always|normally|often|still|mostly|currently)\s+)?"  
 _WHERE = re.compile(rf"^(?P<s>i|we)\s+{_USUALLY}(?P<verb>[a-z]+)\s+(?P<p>in|at)\s+(?P<v>.+)", re.IGNORECASE)
 _WHERE_VERBS = frozenset("meet work park train study sit shop stay eat practise practice rehearse gather".split())
 # "we eat lunch at Luigi's", "I get coffee at Blue Bottle": a verb, one object word, then a Name
-_DOING = re.compile(rf"^(?P<s>i|we)\s+{_USUALLY}(?P<verb>[a-z]+)(?:\s+(?P<obj>[a-z]+))?\s+(?P<p>in|at|with)\s+(?P<v>.+)$",
-                    re.IGNORECASE)
+# "I buy my coffee beans from Blue Door Roasters": an object of up to three words, then where from
+_DOING = re.compile(rf"^(?P<s>i|we)\s+{_USUALLY}(?P<verb>[a-z]+)(?:\s+(?P<obj>(?:(?:my|our|the)\s+)?[a-z]+(?:\s+[a-z]+){{0,2}}?))?"
+                    r"\s+(?:(?P<p>in|at|with)|(?<=[a-z]\s)(?<!\b(?:me|us)\s)(?P<from>from))\s+(?P<v>.+)$", re.IGNORECASE)
 _NOT_DOING = frozenset("am are was were be been is do did does don't didn't never not can could will would should "
                        "might must have had has just also arrived landed".split())
 # "the launch is in May", "the party is on Friday": the value after the preposition
@@ -161,10 +163,11 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         v = _clean_value(m["v"])
         if v is not None and len(v.split()) <= 5:
             return make("I" if m["s"].casefold() == "i" else "we", f"{m['verb'].casefold()} {m['p'].casefold()}", v)
-    if (m := _DOING.match(clause.strip())) and not {m["verb"].casefold(), (m["obj"] or "").casefold()} & _NOT_DOING:
+    if ((m := _DOING.match(clause.strip())) and not {m["verb"].casefold(), *(m["obj"] or "").casefold().split()} & _NOT_DOING
+            and (m["obj"] or not m["from"])):  # "from" only after an object: "I get my meds from CVS"
         v = _clean_value(m["v"])
         if v is not None and _is_name(v):
-            verb = " ".join(w.casefold() for w in (m["verb"], m["obj"], m["p"]) if w)
+            verb = " ".join(w.casefold() for w in (m["verb"], m["obj"], m["p"] or m["from"]) if w)
             return make("I" if m["s"].casefold() == "i" else "we", verb, v)
     if m := _LIKE.search(clause):
         return make("I", m["p"].casefold(), m["v"])

@@ -248,9 +248,16 @@ def parse_update(sentence: str, intent: str = "inferred", before: str | None = N
 
 
 def named_in(text: str) -> str | None:
-    """The last subject `text` names ("the garage door code" in "I changed the garage door code yesterday")."""
-    nps = _NP.findall(text)
-    return nps[-1] if nps else None
+    """The last subject `text` names ("the garage door code" in "I changed the garage door code
+    yesterday"); one after a preposition is an adjunct of the one before it, so the earlier is the
+    subject ("the door code" in "Security changed the door code at the office")."""
+    nps = list(_NP.finditer(text))
+    while len(nps) > 1 and _ADJUNCT.search(text[:nps[-1].start()]):
+        nps.pop()
+    return nps[-1].group() if nps else None
+
+
+_ADJUNCT = re.compile(r"\b(?:at|in|on|for|of|from|near|by|with|behind|outside|inside)\s+$", re.IGNORECASE)
 
 
 def _matched(s: str, intent: str, replaces: str | None = None) -> FactProposal | None:

@@ -46,6 +46,18 @@ def said(mem, first, then):
     ("The bins are emptied on Monday mornings.", "The council changed the schedule, so the bins go out on Thursdays now.",
      "Thursdays"),
     ("The guest Wi-Fi is Harbor5.", "We changed the guest wifi to Lantern9.", "Lantern9"),
+    # a value of several Names; a sentence opened by an adverb or a verb; "going forward"
+    ("My gym is the Apex on Mill Road.", "Cancelled my Apex membership, joined Harbor Fitness instead.",
+     "Harbor Fitness"),
+    ("My tutor is Lena Berg.", "Honestly Oskar Lund is my tutor now, Lena got too busy.", "Oskar Lund"),
+    ("My editor is Ruth Ames.", "Going forward Paul Weir will edit my columns, Ruth took a new role.", "Paul Weir"),
+    # typed lowercase: the Name is what follows the verb
+    ("My laptop is a Dell Latitude.", "my dell finally gave up, im on a lenovo yoga now", "lenovo yoga"),
+    ("My phone is a Pixel Seven.", "dropped my pixel in the lake so im using an iphone now", "an iphone"),
+    # a claim of I/we touched by its object; a subject named by a related word
+    ("We order our pizza from Nonna's Kitchen.", "Slice Republic is where we get our pizza now.", "Slice Republic"),
+    ("My phone plan is with Telia.", "ported my number over to tele2 yesterday", "tele2"),
+    ("My dentist is Dr. Roy.", "The practice closed, so my teeth are looked after by Dr. Chen now.", "Dr. Chen"),
 ])
 def test_an_update_no_rule_reads_supersedes_the_fact_it_names_or_touches(mem, first, then, want):
     mem.observe(first, evidence_id="t#1", now=1.0)
@@ -67,6 +79,8 @@ def test_an_update_no_rule_reads_supersedes_the_fact_it_names_or_touches(mem, fi
     ("My sister is Alice.", "My sister now works at Globex."),  # a claim of another predicate
     ("My train seat is K-44.", "Maybe I will ask for J-12 instead."),  # a plan
     ("The bins are emptied on Monday mornings.", "The council changed the logo on the bins."),  # no day said
+    ("My dentist is Dr. Roy.", "My sister now has braces from an orthodontist in Leeds."),  # related, not linked
+    ("My phone plan is with Telia.", "My phone now has a cracked screen from Tuesday's fall."),  # no value
 ])
 def test_turns_that_are_no_update_leave_the_fact(mem, first, then):
     said(mem, first, then)
@@ -78,6 +92,18 @@ def test_two_facts_touched_alike_are_not_guessed(mem):
     mem.observe("The office printer is on floor 3.", evidence_id="t#1", now=1.0)
     mem.observe("The office scanner is on floor 2.", evidence_id="t#2", now=1.1)
     assert aligned("The office stuff moved, it is floor 6 now.", mem.facts(2.0)) is None
+
+
+def test_it_after_a_clause_takes_its_subject_not_the_place_after_it(mem):
+    said(mem, "The storeroom key code is 1188.", "Facilities changed the key code in the storeroom. It's 5520 now.")
+    assert [f.value for f in mem.facts(3.0)] == ["5520"]
+
+
+def test_a_touched_fact_the_turn_holds_no_value_for_gives_way_to_one_it_does(mem):
+    mem.observe("My locker number is 318.", evidence_id="t#1", now=1.0)
+    mem.observe("My phone plan is with Telia.", evidence_id="t#2", now=1.1)
+    mem.observe("I ported my number over to Tele2.", evidence_id="t#3", now=2.0)
+    assert sorted(f.value for f in mem.facts(3.0)) == ["318", "with Tele2"]
 
 
 def test_a_long_text_is_no_update(mem):
