@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
@@ -68,12 +69,12 @@ def led(question: str, lead: str | None) -> str:
     return QUESTION_TEMPLATE.format(q=question) + (f" {lead}" if lead else "")
 
 
-def question_read(ctx: Context, question: str) -> tuple[list[int], str | None]:
+def question_read(ctx: Context, question: str, read: Sequence[str] = ()) -> tuple[list[int], str | None]:
     """The tokens read after memory for `question` and the lead they end with (None: none):
     RuntimeConfig.lead "rules" (default) as `question_text`; "model" also asks the model for a
     question no rule covers (grm/runtime/model_lead.py); "off" reads the question plain. The
     answer returned begins with the lead, so "What is my locker code?" answers "Your locker code
-    is 4721."."""
+    is 4721.". `read`: the texts mounted before it, whose preposition the lead takes (`fit_lead`)."""
     q = question.strip()
     choice = ctx.config.lead
     if "\nAnswer:" in q or choice == "off":
@@ -81,7 +82,28 @@ def question_read(ctx: Context, question: str) -> tuple[list[int], str | None]:
     lead = answer_lead(q)
     if lead is None and choice == "model":
         lead = ctx.model_lead(q)
+    lead = fit_lead(lead, read)
     return ctx.lm.tokenizer.encode(led(q, lead)), lead
+
+
+_LEAD_PREP = ("in", "on", "at")
+_FIT_PREP = re.compile(r"\s+(in|on|at|with|from|by|near|under|behind|inside|beside)\b", re.IGNORECASE)
+
+
+def fit_lead(lead: str | None, read: Sequence[str]) -> str | None:
+    """`lead` ending in a preposition the rules guessed ("Where is the printer?" -> "The printer
+    is in") takes the one a text read says after the same words instead ("The printer is on
+    floor 5" -> "The printer is on"): a small model follows the lead's "in" away from a fact said
+    with "on". The first text (best routed) that says the lead's words decides; none: unchanged."""
+    words = (lead or "").split()
+    if len(words) < 3 or words[-1].casefold() not in _LEAD_PREP:
+        return lead
+    stem = " ".join(words[:-1])
+    said = re.compile(re.escape(stem).replace(r"\ ", r"\s+") + _FIT_PREP.pattern, re.IGNORECASE)
+    for text in read:
+        if m := said.search(text):
+            return f"{stem} {m[1].casefold()}"
+    return lead
 
 
 def with_lead(lead: str | None, text: str) -> str:
@@ -270,7 +292,7 @@ def plan_sections(ctx: Context, question: str, mode: str, max_new: int) -> Ready
     if abstains(ctx, question, [h.record.text or "" for h in hits]):
         return Ready(Arena(new_cache(), 0), [], mode, [block_mount(h.record, score=h.score) for h in hits],
                      abstained=True)
-    q_ids, lead = question_read(ctx, question)
+    q_ids, lead = question_read(ctx, question, [h.record.text or "" for h in hits])
     sinks = ctx.exact.sinks()
     mounts, lossy = [], False
     for hit in reversed(hits):  # least relevant first: the best one ends next to the question
@@ -325,7 +347,7 @@ def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
     if not routed:
         return None
     mounts = mount_routed(ctx, routed)
-    q_ids, lead = question_read(ctx, question)
+    q_ids, lead = question_read(ctx, question, [r.graft.text for r in routed])
     sinks = ctx.exact.sinks()
     ctx.check_window(sinks.tokens + sum(len(m.ids) for m in mounts) + len(q_ids), max_new)
     mounted = [graft_mount(r) for r in routed]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -37,7 +38,8 @@ from grm.errors import UserInputError
 from grm.grafts.floor import asks_memory
 from grm.kv import cache_from_kv, crop, kv_from_cache
 from grm.kv.forward import prefill
-from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, run, with_lead
+from grm.runtime.answer import (Generation, Ready, fit_lead, graft_mount, mount, mount_routed, route_grafts, run,
+                                with_lead)
 from grm.runtime.lead import answer_lead
 from grm.runtime.policy_glue import evidence_id
 
@@ -52,13 +54,14 @@ TURN_STOPS = ("\nUser:", "\nAssistant:")  # the model starting the next exchange
 MAX_TURN_CHARS = 16_000
 
 
-def turn_read(text: str, lead: bool = True) -> tuple[str, str | None]:
+def turn_read(text: str, lead: bool = True, read: Sequence[str] = ()) -> tuple[str, str | None]:
     """A chat turn as read ("User: <text>\nAssistant:") and the lead its answer begins with: a
     question a lead rule covers (grm/runtime/lead.py), asked while memory has something mounted,
     is answered after "Your locker code is" (`lead`: the runtime's lead choice is not "off" and
-    something was routed). The same lead the ask path uses (bench/results/fidelity.md and
-    chat_ceiling.md measure the chat with it)."""
-    said = answer_lead(text) if lead and text.rstrip().endswith("?") else None
+    something was routed), its preposition the one the texts `read` before it say (`fit_lead`).
+    The same lead the ask path uses (bench/results/fidelity.md and chat_ceiling.md measure the
+    chat with it)."""
+    said = fit_lead(answer_lead(text), read) if lead and text.rstrip().endswith("?") else None
     return TURN_PROMPT.format(text=text) + (f" {said}" if said else ""), said
 HARVEST_MODES = ("live", "standalone", "user")
 
@@ -149,7 +152,8 @@ class ChatSession:
                              mounted=[graft_mount(r) for r in routed], why=[r.why() for r in routed],
                              timings={"route_s": round(t_route - t0, 4), "total_s": round(t_route - t0, 4)})
         mounts = mount_routed(ctx, routed, live)
-        prompt, lead = turn_read(text, ctx.config.lead != "off" and bool(routed))
+        read = [r.graft.text for r in routed] + [ctx.grafts.get(gid).text for gid in reversed(live)]
+        prompt, lead = turn_read(text, ctx.config.lead != "off" and bool(routed), read)
         prompt_ids = tok.encode(prompt)
         sinks = ctx.exact.sinks()
         needed = sinks.tokens + sum(len(m.ids) for m in mounts) + len(prompt_ids)

@@ -36,10 +36,25 @@ if TYPE_CHECKING:
     from grm.store.backend import StoreBackend
 
 log = logging.getLogger("grm")
-# a fact's graft reads as the user saying it and the assistant saying it back: SmolLM2 answers
-# from it far more often than from the bare statement (bench/results/fact_reading.md)
-FACT_TEMPLATE = "User: Remember: {statement}.\nAssistant: {back}.\n\n"
 CULL_TOKENS = 64  # at most this many tokens per section when a graft is culled
+# a fact's graft reads as the user saying it and the assistant saying it back, then asked about it
+# and answering with it: SmolLM2 answers from it far more often than from the bare statement or
+# the statement said back alone (bench/results/fact_reading.md)
+FACT_TEMPLATE = "User: Remember: {statement}.\nAssistant: {back}.\n\nUser: {question}\nAssistant: {back}.\n\n"
+
+
+def fact_text(statement: str, subject: str = "", predicate: str = "") -> str:
+    """A fact's graft text (FACT_TEMPLATE): "What is my bank?" asked of a fact said "my bank is
+    ...", else "What do you remember?"."""
+    statement = statement.rstrip(" .")
+    s = subject.strip()
+    if predicate in ("is", "are") and s and statement.casefold().startswith(f"{s} {predicate} ".casefold()):
+        first, _, rest = s.partition(" ")
+        s = f"{first.lower() if first.lower() in ('my', 'our', 'the', 'your', 'a', 'an') else first} {rest}".strip()
+        question = f"What {predicate} {s}?"
+    else:
+        question = "What do you remember?"
+    return FACT_TEMPLATE.format(statement=statement, back=spoken_back(statement), question=question)
 
 
 def evidence_id(session: str, turn: int) -> str:
@@ -82,7 +97,7 @@ class PolicyGlue:
 
     def fact_graft(self, fact: Fact) -> str:
         statement = fact.statement.rstrip(" .")
-        g = self.read_alone(FACT_TEMPLATE.format(statement=statement, back=spoken_back(statement)), "fact", f"fact:{fact.id}",
+        g = self.read_alone(fact_text(statement, fact.subject, fact.predicate), "fact", f"fact:{fact.id}",
                             {"fact": fact.id})
         return g.id
 

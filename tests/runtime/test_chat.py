@@ -173,9 +173,44 @@ def test_a_memory_question_is_answered_after_its_lead_and_facts_read_as_said_bac
     assert not first.answer.startswith("Your locker code is")
     chat.send("My locker code is 1234.")
     (fact,) = chat.glue.policy.facts()
-    assert rt.grafts.get(fact.graft).text == "User: Remember: My locker code is 1234.\nAssistant: Your locker code is 1234.\n\n"
+    assert rt.grafts.get(fact.graft).text == ("User: Remember: My locker code is 1234.\nAssistant: Your locker code is "
+                                              "1234.\n\nUser: What is my locker code?\nAssistant: Your locker code "
+                                              "is 1234.\n\n")
     r = chat.send("What is my locker code?")
     assert r.mounted and r.answer.startswith("Your locker code is")
     off = make_runtime(max_new_tokens=3, lead="off", store=tmp_path / "off").chat(clear_context=True)
     off.send("My locker code is 1234.")
     assert not off.send("What is my locker code?").answer.startswith("Your locker code is")
+
+
+@pytest.mark.parametrize("statement, subject, predicate, asked", [
+    ("My bank is Ally", "My bank", "is", "What is my bank?"),
+    ("Our office hours are 9 to 5.", "Our office hours", "are", "What are our office hours?"),
+    ("Dr. Chen is my dentist", "Dr. Chen", "is", "What is Dr. Chen?"),
+    ("Our book club meets on Thursday", "Our book club", "is", "What do you remember?"),  # said another way
+    ("I buy my coffee beans from Kettle", "I", "buy my coffee beans from", "What do you remember?"),
+])
+def test_a_fact_graft_is_said_back_then_asked_and_answered(statement, subject, predicate, asked):
+    from grm.runtime.lead import spoken_back
+    from grm.runtime.policy_glue import fact_text
+
+    back = spoken_back(statement.rstrip("."))
+    assert fact_text(statement, subject, predicate) == (f"User: Remember: {statement.rstrip('.')}.\nAssistant: "
+                                                        f"{back}.\n\nUser: {asked}\nAssistant: {back}.\n\n")
+
+
+@pytest.mark.parametrize("lead, read, want", [
+    ("The printer is in", ["User: Remember: The printer is on floor 5.\nAssistant: The printer is on floor 5."],
+     "The printer is on"),
+    ("Your dentist's office is in", ["x", "Your dentist's  office is at the Mill Centre."], "Your dentist's office is at"),
+    ("The printer is in", ["The printer was moved to floor 5."], "The printer is in"),  # not said so: kept
+    ("The printer is", ["The printer is on floor 5."], "The printer is"),  # no preposition guessed: kept
+    (None, ["The printer is on floor 5."], None),
+])
+def test_a_guessed_preposition_follows_the_text_read(lead, read, want):
+    from grm.runtime.answer import fit_lead
+    from grm.runtime.chat import turn_read
+
+    assert fit_lead(lead, read) == want
+    if lead == "The printer is in":
+        assert turn_read("Where is the printer?", read=read)[1] == want
