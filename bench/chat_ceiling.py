@@ -129,7 +129,8 @@ def window_answers(rt, turns: list[str], probes: list[str], max_new: int) -> tup
 
     tok, model = rt.lm.tokenizer, rt.lm.model
     sinks = rt.exact.sinks()
-    read = [turn_read(p, rt.config.lead != "off") for p in probes]  # the lead the memory chat reads
+    texts = list(reversed(turns))  # newest first
+    read = [turn_read(p, rt.config.lead != "off", texts) for p in probes]  # the lead the memory chat reads
     qs = [tok.encode(prompt) for prompt, _ in read]
     room = rt.ctx.dialect.max_positions - sinks.tokens - max(map(len, qs)) - max_new
     runs = [tok.encode(t) for t in turns]
@@ -168,7 +169,8 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
         ids = tok.encode(item) if isinstance(item, str) else list(item)
         prefill(model, cache, ids, seat)
         seat += len(ids)
-    prompt, lead = turn_read(probe, rt.config.lead != "off")  # the lead the memory chat reads
+    said = [item for item in reversed(texts_or_ids) if isinstance(item, str)]  # newest first
+    prompt, lead = turn_read(probe, rt.config.lead != "off", said)  # the lead the memory chat reads
     q = tok.encode(prompt)
     logits = prefill(model, cache, q, seat)
     text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter(), TURN_STOPS)

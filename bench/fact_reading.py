@@ -1,17 +1,20 @@
-"""How a fact is read, and how a When question's answer is begun: the two choices session 8 made.
+"""How a fact is read, and how a When question's answer is begun: choices of sessions 8 and 9.
 
 Both read text in context (memory off, sinks + the text + the question turn), SmolLM2 greedy, so
 only the reading varies:
-1. fact renderings: each update of bench/fidelity.py's seen splits (tune .. FRESH-4) is put through
+1. fact renderings: each update of bench/fidelity.py's seen splits (tune .. FRESH-5) is put through
    the policy plane (rule extractor, aligned reader); where the live fact holds the new value, its
    statement is read as a bare sentence ("My bank is Ally.", the old fact graft), as the user's
-   turn, or as the user saying it and the assistant saying it back (the fact graft since session
-   8), then the question as a chat turn with its lead. Counted: the new value in the answer and
-   not the old one.
+   turn, as the user saying it and the assistant saying it back (the fact graft of session 8), or
+   as that followed by the user asking about it and the assistant answering with it ("What is my
+   bank?" / "Your bank is Ally.": the fact graft since session 9, grm/runtime/policy_glue.py
+   `fact_text`), then the question as a chat turn with its lead. Counted: the new value in the
+   answer and not the old one.
 2. the When lead's tail: every When/Where question of chat_ceiling's needles (needle turn in
    context) and of those updates (statement + update turns in context), asked after the rules'
-   lead with "on"/"in" kept, with it dropped, and with no lead. Counted: the wanted value in the
-   answer.
+   lead with "on"/"in" kept, with it dropped, fitted to the text read (its own preposition after
+   the lead's words, `fit_lead`: shipped since session 9), and with no lead. Counted: the wanted
+   value in the answer.
 All of these splits were seen before the choices were made: this records the measurement behind
 them; it is no blind figure (fidelity-fresh5-first-run.md is).
 """
@@ -28,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import run_cli, write_results  # noqa: E402
 
-SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4")
+SPLITS = ("tune", "held_out", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
 
 
 def final_fact(statement: str, update: str, i: int):
@@ -49,10 +52,11 @@ def renderings(rt) -> dict:
     from grm.runtime.answer import with_lead
     from grm.runtime.chat import TURN_STOPS, turn_read
     from grm.runtime.lead import spoken_back
-    from grm.runtime.policy_glue import FACT_TEMPLATE
+    from grm.runtime.policy_glue import fact_text
 
-    forms = {"bare statement": lambda st: f"{st}.\n\n", "user's turn": lambda st: f"User: {st}.\n\n",
-             "said back (shipped)": lambda st: FACT_TEMPLATE.format(statement=st, back=spoken_back(st))}
+    forms = {"bare statement": lambda f, st: f"{st}.\n\n", "user's turn": lambda f, st: f"User: {st}.\n\n",
+             "said back (session 8)": lambda f, st: f"User: Remember: {st}.\nAssistant: {spoken_back(st)}.\n\n",
+             "said back, asked and answered (shipped)": lambda f, st: fact_text(st, f.subject, f.predicate)}
     rows, i = [], 0
     for split in SPLITS:
         for s, u, q, old, new in fidelity.UPDATES[split]:
@@ -64,7 +68,8 @@ def renderings(rt) -> dict:
             asked, lead = turn_read(q)
             row = {"split": split, "statement": st, "question": q}
             for name, form in forms.items():
-                a = with_lead(lead, rt.ask(form(st) + asked, memory=False, chat=True, stop=TURN_STOPS).answer.strip())
+                a = with_lead(lead, rt.ask(form(fact, st) + asked, memory=False, chat=True,
+                                           stop=TURN_STOPS).answer.strip())
                 row[name] = a
                 row[f"{name} ok"] = new.casefold() in a.casefold() and old.casefold() not in a.casefold()
             rows.append(row)
@@ -75,6 +80,7 @@ def renderings(rt) -> dict:
 def when_tail(rt) -> dict:
     import chat_ceiling
     import fidelity
+    from grm.runtime.answer import fit_lead
     from grm.runtime.chat import TURN_PROMPT, TURN_STOPS
     from grm.runtime.lead import answer_lead
 
@@ -89,13 +95,14 @@ def when_tail(rt) -> dict:
             tailed, bare = (f"{shipped} on" if shipped else None), shipped
         else:  # shipped with "in"
             tailed, bare = shipped, (re.sub(r"\s+in$", "", shipped) if shipped else None)
-        row = {"question": q, "lead (shipped)": shipped}
-        for name, use in (("with on/in", tailed), ("without", bare), ("no lead", None)):
+        fitted = fit_lead(shipped, [ctx])  # shipped since session 9: the preposition the text read says
+        row = {"question": q, "lead (shipped)": fitted}
+        for name, use in (("with on/in", tailed), ("without", bare), ("fitted", fitted), ("no lead", None)):
             a = rt.ask(ctx + TURN_PROMPT.format(text=q) + (f" {use}" if use else ""), memory=False, chat=True,
                        stop=TURN_STOPS).answer
             row[name] = want.casefold() in a.casefold()
         rows.append(row)
-    names = ("with on/in", "without", "no lead")
+    names = ("with on/in", "without", "fitted", "no lead")
     return {"rows": rows, "n": len(rows),
             "totals": {k: sum(r[k] for r in rows) for k in names},
             "when": {k: sum(r[k] for r in rows if r["question"].startswith("When")) for k in names},
@@ -111,12 +118,14 @@ def _table(res: dict) -> list[str]:
     out += [f"| {name} | {r['totals'][name]}/{r['n']} |" for name in r["forms"]]
     out += ["", f"## When/Where lead ({t['n']} questions, {t['n_when']} When)", "",
             "| lead | all | When | Where |", "|---|---|---|---|"]
-    for k in ("with on/in", "without", "no lead"):
+    for k in ("with on/in", "without", "fitted", "no lead"):
         out.append(f"| {k} | {t['totals'][k]}/{t['n']} | {t['when'][k]}/{t['n_when']} | "
                    f"{t['where'][k]}/{t['n'] - t['n_when']} |")
-    out += ["", f"Shipped: the fact said back; When questions without 'on' ({t['when']['without']} vs "
-            f"{t['when']['with on/in']}/{t['n_when']} with it), Where questions keep 'in' ({t['where']['with on/in']} vs "
-            f"{t['where']['without']}/{t['n'] - t['n_when']} without)."]
+    out += ["", f"Shipped: the fact said back, asked and answered; When questions without 'on' "
+            f"({t['when']['without']} vs {t['when']['with on/in']}/{t['n_when']} with it), Where questions with "
+            f"'in' unless the text read says another preposition after the lead's words (fitted "
+            f"{t['where']['fitted']}, 'in' always {t['where']['with on/in']}, none {t['where']['without']} of "
+            f"{t['n'] - t['n_when']}; grm/runtime/answer.py `fit_lead`)."]
     return out
 
 

@@ -256,7 +256,8 @@ def in_context(rt, turns: list[tuple[str, str]], question: str) -> str:
     from grm.runtime.chat import TURN_END, TURN_PROMPT, TURN_STOPS, turn_read
 
     text = "".join(TURN_PROMPT.format(text=u) + " " + a.strip() + TURN_END for u, a in turns)
-    asked, lead = turn_read(question, rt.config.lead != "off")  # the lead the memory chat reads, if any
+    said = [TURN_PROMPT.format(text=u) + " " + a for u, a in reversed(turns)]  # newest first, as routed best first
+    asked, lead = turn_read(question, rt.config.lead != "off", said)  # the lead the memory chat reads, if any
     return with_lead(lead, rt.ask(text + asked, memory=False, chat=True, stop=TURN_STOPS).answer.strip())
 
 
@@ -402,7 +403,7 @@ def _pct(a: int, b: int) -> str:
 
 
 def _table(res: dict) -> list[str]:
-    out = ["SmolLM2-135M fp32 (default flags), greedy, plain questions, every memory chat with the live context "
+    out = [f"{res.get('model') or 'smollm2-135m'} fp32 (default flags otherwise), greedy, plain questions, every memory chat with the live context "
            "cleared every turn. In context = the same turns read as text, in order, then the question (memory off).",
            "", "## Plain-words updates", "",
            "| split | latest value (memory) | latest value (in context) | fact superseded by the rules | stale value served |",
@@ -511,9 +512,12 @@ def main(args: argparse.Namespace) -> int:
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
     res["seconds"] = round(time.perf_counter() - t0, 1)
+    res["model"] = args.model or "smollm2-135m"
     name, flag = "fidelity", ""
     if args.splits:
         name, flag = f"fidelity-{'-'.join(args.splits)}", f" --splits {','.join(args.splits)}"
+    if args.model:
+        name, flag = f"{name}-{args.model}", f"{flag} --model {args.model}"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0

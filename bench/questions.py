@@ -11,7 +11,8 @@ each in three forms: plain ("Question: q\\nAnswer:"), primed (the benchmark's ha
 a question no rule covers is asked plain, counted under `derived`, and its coverage reported).
 Splits: `tune`: recall.py's 5 templates, which the lead rules were written against; `held-out`:
 5 other templates written afterwards, nothing changed after seeing them. Scoring: the number
-appears in the answer (12 new tokens, greedy).
+appears in the answer (`NEW_TOKENS` new tokens after the prompt, greedy: 32 since session 9, enough for a
+plain answer to restate the question before its number; 12 before, which cut plain answers short).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from recall import SYLLABLES  # noqa: E402
 SEED = 20261201
 PER_TEMPLATE = 4
 MODELS = ("smollm2-135m", "gemma3-270m")
+NEW_TOKENS = 32  # every form gets the same budget after its prompt (a plain answer restates the question first)
 FORMS = ("plain", "primed", "derived", "model")  # model: the rules' lead, else the model's (grm/runtime/model_lead.py)
 # statement, (repeat question, its lead), (paraphrase question, its lead)
 TEMPLATES = {
@@ -218,7 +220,7 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
                         q_ids = tok.encode(prompt)
                         seat = sinks.tokens + len(ids)
                         logits = prefill(lm, c, q_ids, seat)
-                        ans, _, _ = greedy(lm, tok, c, logits, seat + len(q_ids), 12, time.perf_counter())
+                        ans, _, _ = greedy(lm, tok, c, logits, seat + len(q_ids), NEW_TOKENS, time.perf_counter())
                         row[f"{kind}_{form}"] = ans
                         row[f"{kind}_{form}_ok"] = f["answer"] in ans
                 rows.append(row)
@@ -240,8 +242,8 @@ TUNED = ("What was tuned on what: the lead rules (grm/runtime/lead.py) were writ
 
 
 def _table(res: dict) -> list[str]:
-    out = ["Fact inserted in a 220-360 word news article read in context; 20 facts per split (4 per template); "
-           "a probe counts if the 4-digit answer appears. See bench/questions.py.", "",
+    out = [f"Fact inserted in a 220-360 word news article read in context; {PER_TEMPLATE} facts per template; "
+           f"a probe counts if the 4-digit answer appears in {NEW_TOKENS} new tokens. See bench/questions.py.", "",
            TUNED, "",
            "| model | split | question | plain | primed | derived lead (rules) | rules, else model lead | "
            "rules covered | model wrote a lead (of the rest) |",
