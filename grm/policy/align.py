@@ -16,19 +16,23 @@ an update is read against each live fact (`aligned`):
    "I buy my coffee beans from Blue Door"), when the turn holds one code of its old code's shape
    ("TP1361" for "TP1357"), or, at the lowest rank, through a word of the same everyday subject
    (`_FAMILY`: "my teeth" for the dentist, "ported my number" for the phone plan). The one named
-   fact is taken; else the best-touched fact the turn holds a new value for (a tie: none). A
-   touched fact needs its new value linked to the subject's words (a be or change verb, the
-   fact's own verb, "new", "I'm", or right beside it), so "My sister now works at Globex" does
-   not update "my sister is Alice"; one touched through a related word needs the value right
-   after "to", "is", "with" ... (`_ANCHOR`).
+   fact is taken; else the best-touched fact the turn holds a new value for (a tie: none; a
+   code of the old code's shape breaks one). A fact of where someone lives or stays is touched
+   by a move ("My sister moved to Valencia"). A touched fact needs its new value linked to the
+   subject's words (a be or change verb, the fact's own verb, "new", "I'm", right beside it, or
+   a change verb before them and "to" before it: "upped my pills to 10 mg"), so "My sister now
+   works at Globex" does not update "my sister is Alice"; one touched through a related word
+   needs the value right after "to", "is", "with" ... (`_ANCHOR`) or as the doer opening the
+   sentence ("Marcus Feld is handling my taxes").
 3. The new value is the one span in the turn of the old value's kind, not the old value and not
    a word of the subject: a time ("10 am"), a day or date ("Thursdays", "the 21st"), a number
-   or code ("9047", "RT-8823"), a Name ("Ms. Ortiz", "Mint Mobile"; "a ThinkPad X1 Carbon" is a
-   Name holding a code; a sentence's first word that reads as an adverb or verb, "Honestly",
-   "Joined", is none; in a turn typed all lowercase, what follows a verb or preposition: "im on
-   a macbook air now"), or a place ("in the shed") for a value said as one. Several spans: the
-   ones right after "to", "is", "now", ":", "at", "with" ... ; still several, or none: nothing
-   is read.
+   or code ("9047", "RT-8823", "KX19 PLM"; a number's new value is a number), a Name ("Ms.
+   Ortiz", "Mint Mobile"; "a ThinkPad X1 Carbon" is a Name holding a code; a sentence's first
+   word that reads as an adverb or verb, "Honestly", "Joined", is none; in a turn typed all
+   lowercase, what follows a verb or preposition: "im on a macbook air now"), or a place ("in
+   the shed"; places said one after another are one, "on the hook in the garage") for a value
+   said as one. Several spans: the ones right after "to", "is", "now", ":", "at", "with" ... ;
+   still several, or none: nothing is read.
 4. The proposal is the fact's own claim with its value's span swapped ("stored in the basement"
    -> "stored in the shed"); it names the old value only when the turn did, so the conflict rules
    (grm/policy/rules.py, rule 7) let an unnamed one replace only a fact it ranks as high as.
@@ -55,11 +59,13 @@ _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|
 _DAY = re.compile(rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?{_MONTH}(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}})?\b"
                   rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
                   re.IGNORECASE)
-_CODE = re.compile(r"(?<![\w#@-])[#@]?[\w-]*\d[\w./-]*(?<![.-])")
+# a code; one in capitals goes on over a short group of capitals: "KX19 PLM", "SW1A 1AA"
+_CODE = re.compile(r"(?<![\w#@-])[#@]?[\w-]*\d[\w./-]*(?<![.-])(?:(?<=[A-Z0-9])\s[A-Z0-9]{2,4}\b(?![.'’-]\w))?")
 _NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+|&\s+)?[A-Z][\w'’&-]*)*")
 _PLACE = re.compile(r"\b(?P<p>in|at|on|under|behind|inside|into|near|by|to)\s+"
                     r"(?P<np>(?:(?:the|my|our|a|an)\s+[a-z]|(?-i:[A-Z]))[\w'’-]*"  # "the shed", "Rosa's cafe"
-                    r"(?:\s+(?!(?:now|today|these|from|this|starting|instead|again|for|since)\b)[a-z][\w'’-]*)?)",
+                    r"(?:\s+(?!(?:now|today|these|from|this|starting|instead|again|for|since|in|on|at|under|behind|by|near|to|with|"
+                    r"of|and|but|so)\b)[a-z][\w'’-]*)?)",
                     re.IGNORECASE)
 _PLACE_OF = {"into": "in", "to": "in"}  # "moved it to the shed" is a place said "in the shed"
 # right before a new value: "... to Thursdays", "is Ms. Ortiz", "now 4418", "number: 87", "with Ally"
@@ -77,7 +83,7 @@ _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these
 # Wednesdays", "the shuttle goes at 8:15", "the bike lives in the shed"; never "my sister now works
 # at Globex" (a claim of another predicate, not the fact's)
 _CHANGED = (r"(?:(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
-            r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower)"
+            r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower|upp|doubl|halv)"
             r"(?:e|es|ed|ing)?|(?:went|gone|go(?:es)?)\s+(?:up|down)|rose|dropped)")
 _LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|i['’]?m|we['’]?re|"
                    rf"{_CHANGED})\b"
@@ -144,9 +150,15 @@ def _spans(text: str, k: str) -> list[tuple[int, int, str]]:
         return [(m.start("np"), m.end("np"), m["np"]) for m in _LOWER_NAME.finditer(text)]  # "im on a macbook air now"
     if k == "name":
         return [(a, b, text[a:b]) for a, b in _names(text)]
-    if k == "place":
-        return [(m.start(), m.end(), f"{_PLACE_OF.get(m['p'].casefold(), m['p'].casefold())} {m['np']}")
-                for m in _PLACE.finditer(text)]
+    if k == "place":  # places said one after another are one: "on the hook in the garage"
+        out: list[tuple[int, int, str]] = []
+        for m in _PLACE.finditer(text):
+            said = f"{_PLACE_OF.get(m['p'].casefold(), m['p'].casefold())} {m['np']}"
+            if out and not text[out[-1][1]:m.start()].strip():
+                out[-1] = (out[-1][0], m.end(), f"{out[-1][2]} {m.group()}")
+            else:
+                out.append((m.start(), m.end(), said))
+        return out
     pattern = {"time": _TIME, "day": _DAY, "code": _CODE}[k]
     out = [(m.start(), m.end(), m.group()) for m in pattern.finditer(text)]
     if k == "code":  # a time's or a date's digits are not a code
@@ -180,9 +192,10 @@ _FAMILY = [frozenset(f.split()) for f in (
     "doctor physician gp clinic checkup",
     "vet veterinarian veterinary",
     "insurer insurance insured",
-    "bank banking",
+    "bank banking account",
     "internet broadband isp",
     "gym workout fitness",
+    "trainer training coach coaching",
     "coffee bean espresso roaster",
     "pharmacy pharmacist prescription meds medication",
     "landlord rent lease",
@@ -196,7 +209,20 @@ _FAMILY = [frozenset(f.split()) for f in (
 )]
 
 
+_MOVES = re.compile(r"\b(?:moved|moving|moves|relocated|relocating)\b", re.IGNORECASE)
+_RESIDES = frozenset({"live", "stay", "based"})  # a fact of where someone is: a move changes it
 _BY_FAMILY = 0.1  # the rank of a fact touched only through `_FAMILY`
+_SAME_SHAPE = 0.01  # added to the rank of a touched fact whose old code's shape the turn holds once
+
+
+def _anchored(text: str, value: str) -> bool:
+    """`value` said right after an anchor word ("switched to Tele2") or as the doer opening a
+    sentence ("Marcus Feld is handling my taxes"): how a fact touched only by family gets its value."""
+    at = text.find(value)
+    return bool(_ANCHOR.search(text[:at]) or (_OPENS.search(text[:at]) and _DOER.match(text[at + len(value):])))
+
+
+_DOER = re.compile(r"\s+(?:is|are|will|has|now|\w+s)\b")  # a verb after a sentence's opening Name
 
 
 def _families(words: frozenset[str]) -> frozenset[int]:
@@ -241,6 +267,8 @@ def _linked(text: str, fact: Fact, k: str, a: int, b: int) -> bool:
     link = _LINK_OF.get(k)
     if k in ("time", "day") and re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE):
         return True  # "The council changed the route, so recycling gets picked up on Tuesdays"
+    if re.search(rf"\b{_CHANGED}\b[^.!?;]*\bto\s+$", text[:a], re.IGNORECASE):
+        return True  # "Doctor upped my blood pressure pills to 10 mg"
     for m in re.finditer(r"[\w'’-]+", text):
         if not _content(m.group()) & _topic(fact):
             continue
@@ -261,6 +289,8 @@ def _new_value(text: str, fact: Fact, k: str, core: tuple[int, int], named: bool
     for a, b, v in _spans(text, k):
         if _said(old, v, k) or _said(v, old, k) or (_content(v) and _content(v) <= subject):
             continue
+        if k == "code" and old[:1].isdigit() and not v[:1].isdigit():
+            continue  # a number's new value is a number: "Tele2" is no locker number for "318"
         if not named and not _linked(text, fact, k, a, b):
             continue
         found.append((a, v))
@@ -302,9 +332,14 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
         if _said(old, text, k):
             if share > 0 or (_GONE.search(text) and not claimed):
                 named.append((f, k, core))
-        elif share > 0 and (_be(f.predicate) or _content(f.predicate) & mine):
-            touched.append((share, f, k, core))  # "lives in" is read only where the turn says "live"
-        elif k == "code" and _shape(old) and sum(_shape(v) == _shape(old) for *_, v in _spans(text, k)) == 1:
+            continue
+        shaped = k == "code" and bool(_shape(old)) and sum(_shape(v) == _shape(old) for *_, v in _spans(text, k)) == 1
+        if share > 0 and (_be(f.predicate) or _content(f.predicate) & mine or (_MOVES.search(text) and _content(
+                f.predicate) & _RESIDES)):  # "My sister moved to Valencia" for "my sister lives in Porto"
+            # "lives in" is read only where the turn says "live"; a code of the old one's shape
+            # ranks it above a fact touched alike ("the new plate is RD23 WTA" for "my car's registration")
+            touched.append((share + _SAME_SHAPE * shaped, f, k, core))
+        elif shaped:
             touched.append((0.5, f, k, core))  # "They rebooked me onto TP1361" for "my flight is TP1357"
         elif _families(topic) & _families(mine):
             touched.append((_BY_FAMILY, f, k, core))  # "ported my number over to Tele2" for "my phone plan"
@@ -314,7 +349,7 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
     elif not named and touched:  # the best touched fact the turn holds a new value for; a tie: none
         found = [(share, f, k, core, v) for share, f, k, core in touched
                  if (v := _new_value(text, f, k, core, not _topic(f) & mine)) is not None
-                 and (share > _BY_FAMILY or _ANCHOR.search(text[:text.find(v)]))]  # by family: "to|is|with B"
+                 and (share > _BY_FAMILY or _anchored(text, v))]
         found.sort(key=lambda t: -t[0])
         if not found or (len(found) > 1 and found[1][0] == found[0][0]):
             return None

@@ -17,7 +17,7 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     I|we meet|work|... in|at P -> (I|we, meet in, P)      a short list of verbs of place
     I|we V (O) in|at|with Name -> (I|we, V O at, Name)    "we eat lunch at Luigi's" (a Name only)
     I|we V O from Name         -> (I|we, V O from, Name)  "I buy my coffee beans from Blue Door" (O: 1-3 words)
-    the X is Y | Name is Y     -> (the X, is, Y)          only when Y is a number, a Name ("the
+    the X is|are Y | Name is Y -> (the X, is, Y)          only when Y is a number, a Name ("the
                                                           Grand Plaza") or a code ("#general")
     the X is in|on|at Y        -> (the X, is, Y)          the same, "the launch is in May"
     the X is under|behind|in.. the Y  -> (the X, is, under the Y)  a place, its preposition kept
@@ -25,6 +25,11 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
                                                           ("our book club meets on Tuesday")
     the|my|our X meets|opens.. at|in the|my Y -> (X, is, at the Y)  a place ("meets at the library")
     the|my|our X is|gets <participle> on|at|in Y -> (X, is, Y)   Y a value ("is collected on Fridays")
+    the|my|our X is <participle> under|in.. the Y -> (X, is, under the Y)  a place ("is hidden under the mat")
+    my|our X lives|works|stays in|at Y -> (my X, lives in, Y)  where someone is ("my sister Priya lives
+                                                          in Leeds"), Y a Name or a place
+
+A value may be a day with its part of the day ("Thursday evenings").
 
 A sentence that states a plain-words update ("the launch slipped from May to June") is read by
 grm/policy/updates.py instead: one proposal whose `replaces` names the old value.
@@ -74,11 +79,18 @@ _EVENT = re.compile(rf"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}
 _PASSIVE = re.compile(r"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}?)\s+(?:is|are|gets?)\s+(?:usually\s+)?"
                       r"(?:[a-z]+ed|held|done|run|seen|taken|kept)(?:\s+(?:up|out|off))?\s+(?:on|at|in|every)\s+(?P<v>.+)$",
                       re.IGNORECASE)
+# "the spare key is hidden under the flowerpot": where a thing is, said passively
+_PASSIVE_PLACE = re.compile(r"^(?P<s>(?:my|our|the)\s+[\w'’-]+(?:\s+[\w'’-]+){0,4}?)\s+(?:is|are)\s+(?:usually\s+|always\s+)?"
+                            r"(?:[a-z]+ed|hidden|kept|hung|left|put)\s+(?P<v>.+)$", re.IGNORECASE)
 # a place said with its preposition: "under the mat", "next to the door", "in the top drawer"
 _PLACE = re.compile(r"^(?:under|underneath|behind|beside|inside|next\s+to|near|above|below|in|on|at)\s+"
                     r"(?:the|a|an|my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}$", re.IGNORECASE)
+# "my sister Priya lives in Leeds", "my brother works at Globex": where someone (not I/we) is
+_THEIR_PLACE = re.compile(r"^(?P<s>(?:my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,3}?)\s+(?P<verb>lives|works|stays|studies|is\s+based)"
+                          r"\s+(?P<p>in|at)\s+(?P<v>.+)$", re.IGNORECASE)
+_PART_OF_DAY = re.compile(r"[A-Z][a-z]+s?\s+(?:mornings?|afternoons?|evenings?|nights?|lunchtimes?)")  # "Thursday evenings"
 _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
-_GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+is\s+(?P<v>.+)", re.IGNORECASE)
+_GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+(?P<be>is|are)\s+(?P<v>.+)", re.IGNORECASE)
 _WHEN_SAID = re.compile(r"\s*,?\s+(?:now|these\s+days|nowadays|any\s*more|from\s+now\s+on|for\s+now)$", re.IGNORECASE)
 _CALLED = re.compile(r"^(?:called|named|known\s+as)\s+", re.IGNORECASE)
 _SKIP_START = ("if ", "when ", "whether ", "what ", "who ", "where ", "how ", "why ", "which ",
@@ -115,7 +127,7 @@ def _is_number(v: str) -> bool:
 def _is_value(v: str) -> bool:
     """A value the generic rules take: a number, a Name ("the Grand Plaza" too) or a code (#general)."""
     bare = re.sub(r"^(?:the|a|an)\s+", "", v.strip())
-    return (_is_number(v) or _is_name(bare) or bare.casefold() in TIME_WORDS
+    return (_is_number(v) or _is_name(bare) or bare.casefold() in TIME_WORDS or bool(_PART_OF_DAY.fullmatch(bare))
             or (len(v) <= 40 and " " not in v and any(ch in "#@_/" for ch in v)))
 
 
@@ -171,26 +183,35 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
             return make("I" if m["s"].casefold() == "i" else "we", verb, v)
     if m := _LIKE.search(clause):
         return make("I", m["p"].casefold(), m["v"])
+    if (m := _THEIR_PLACE.match(clause.strip())) and (_is_name(_clean_value(m["v"]) or "x")
+                                                       or _PLACE.match(f"{m['p']} {m['v'].strip().rstrip('.!')}")):
+        verb = "is based" if m["verb"].casefold().startswith("is") else m["verb"].casefold()
+        return make(m["s"], f"{verb} {m['p'].casefold()}", m["v"])
     if (m := _EVENT.match(clause.strip())) and _is_value(m["v"].strip().rstrip(".!")):
         p = make(m["s"], "is", m["v"])  # "the standup starts at 9": when it is; the statement as said
         return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
     if (w := _PASSIVE.match(clause.strip())) and value_like(w["v"]):
         p = make(w["s"], "is", w["v"])  # "the recycling is collected on Fridays": when; the statement as said
         return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
+    if (w := _PASSIVE_PLACE.match(clause.strip())) and _PLACE.match(w["v"].strip().rstrip(".!")):
+        p = make(w["s"], "is", w["v"])  # "the spare key is hidden under the flowerpot": where; as said
+        return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
     if m and _PLACE.match(f"{m['p']} {m['v'].strip().rstrip('.!')}"):
         p = make(m["s"], "is", f"{m['p'].casefold()} {m['v']}")  # "the book club meets at the library": where
         return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))
-    if m := _GENERIC.fullmatch(clause.strip()):
-        s, v = m["s"].strip(), _clean_value(m["v"])
+    if m := _GENERIC.fullmatch(clause.strip()):  # the predicate is "is" for "are" too; the statement as said
+        s, v, be = m["s"].strip(), _clean_value(m["v"]), m["be"].casefold()
         subject_ok = s.casefold().startswith("the ") or _is_name(s)
         if v is not None and subject_ok and _is_value(v):
-            return make(s, "is", v)
+            p = make(s, "is", v)
+            return None if p is None else replace(p, statement=f"{p.subject} {be} {v}")
         when = _WHEN.match(v or "")
         if when and subject_ok and _is_value(when["v"]):
-            p = make(s, "is", when["v"])  # the value without its preposition; the statement as said
-            return None if p is None else replace(p, statement=f"{p.subject} is {v}")
+            p = make(s, "is", when["v"])  # the value without its preposition
+            return None if p is None else replace(p, statement=f"{p.subject} {be} {v}")
         if v is not None and subject_ok and _PLACE.match(v):
-            return make(s, "is", v)  # "the spare key is under the mat": the place, its preposition kept
+            p = make(s, "is", v)  # "the spare key is under the mat": the place, its preposition kept
+            return None if p is None else replace(p, statement=f"{p.subject} {be} {v}")
     return None
 
 

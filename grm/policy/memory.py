@@ -128,7 +128,9 @@ class PolicyMemory:
         proposals = self.extractor.propose(text, evidence_id, now)
         out = [self.propose(p, evidence_id=evidence_id, now=now, via=via) for p in proposals]
         if held is not None and not any(o.action in ("superseded", "review") for o in out):
-            p = aligned(text, held, claimed=any(p.replaces is not None for p in proposals))  # grm/policy/align.py
+            # claimed: the rules read an update naming its old value ("from Chase to Ally"); one naming none
+            # ("my training sessions are with Keisha now") leaves a fact whose old value the turn names to the reader
+            p = aligned(text, held, claimed=any(p.replaces for p in proposals))  # grm/policy/align.py
             if p is not None:
                 out.append(self.propose(p, evidence_id=evidence_id, now=now, via="extract:aligned"))
         return out

@@ -58,6 +58,16 @@ def said(mem, first, then):
     ("We order our pizza from Nonna's Kitchen.", "Slice Republic is where we get our pizza now.", "Slice Republic"),
     ("My phone plan is with Telia.", "ported my number over to tele2 yesterday", "tele2"),
     ("My dentist is Dr. Roy.", "The practice closed, so my teeth are looked after by Dr. Chen now.", "Dr. Chen"),
+    ("My accountant is Petra Sims.", "Jonah Reyes does my taxes these days.", "Jonah Reyes"),
+    # a move changes where someone lives; a change verb before the subject, "to" before the value;
+    # places said one after another are one; a code in capitals with a group after it
+    ("My cousin Ana lives in Porto.", "Ana moved to Braga in the spring.", "Braga"),
+    ("My thyroid medication dose is 50 mcg.", "The GP upped my thyroid tablets to 75 mcg.", "75"),
+    ("The bike pump is kept under the stairs.", "I moved the bike pump, it sits on the shelf in the shed now.",
+     "on the shelf in the shed"),
+    ("My van's registration is LM62 RTX.", "Traded the van in, the new plate is PX70 KDD.", "PX70 KDD"),
+    # the rules read "my lessons are with Mr. Holt" as a claim naming no old value: the named fact is read
+    ("My piano teacher is Ms. Ruiz.", "Ms. Ruiz retired. My lessons are with Mr. Holt now.", "Mr. Holt"),
 ])
 def test_an_update_no_rule_reads_supersedes_the_fact_it_names_or_touches(mem, first, then, want):
     mem.observe(first, evidence_id="t#1", now=1.0)
@@ -104,6 +114,14 @@ def test_a_touched_fact_the_turn_holds_no_value_for_gives_way_to_one_it_does(mem
     mem.observe("My phone plan is with Telia.", evidence_id="t#2", now=1.1)
     mem.observe("I ported my number over to Tele2.", evidence_id="t#3", now=2.0)
     assert sorted(f.value for f in mem.facts(3.0)) == ["318", "with Tele2"]
+
+
+def test_a_code_of_the_old_codes_shape_decides_between_facts_touched_alike(mem):
+    mem.observe("My train seat is K-44.", evidence_id="t#1", now=1.0)
+    mem.observe("My locker is B-12.", evidence_id="t#2", now=1.1)
+    mem.observe("Different train today, I'm on J-07.", evidence_id="t#3", now=2.0)
+    live = {f.subject.casefold(): f.value for f in mem.facts(3.0)}
+    assert live == {"my train seat": "J-07", "my locker": "B-12"}
 
 
 def test_a_long_text_is_no_update(mem):

@@ -25,6 +25,12 @@ def claims(text):
     ("Alice is 34.", [("Alice", "is", "34")]),
     ("pi is 3.14 and my pin is 0042", [("my pin", "is", "0042")]),
     ("my cat is Tom; my dog is Rex", [("my cat", "is", "Tom"), ("my dog", "is", "Rex")]),
+    # where someone else is; a place said passively; a day with its part of the day; "are"
+    ("My cousin Ana lives in Porto.", [("My cousin Ana", "lives in", "Porto")]),
+    ("My uncle works at the harbour.", [("My uncle", "works at", "the harbour")]),
+    ("The bike pump is kept under the stairs.", [("The bike pump", "is", "under the stairs")]),
+    ("The kids' art classes are on Friday afternoons.", [("The kids' art classes", "is", "Friday afternoons")]),
+    ("The spare tyres are in the garage.", [("The spare tyres", "is", "in the garage")]),
 ])
 def test_rules_find_claims(text, want):
     assert claims(text) == want
