@@ -15,15 +15,19 @@ plain questions, so `answer_lead` derives the lead from the question's own words
     When is/was X?              -> X is/was             When was X <verb>ed? -> X was <verb>ed
     When does/did S <verb> ...? -> S <verb>s/<verb>ed
     Where is/are X?             -> X is/are in          Where does/did S <verb> (to)? -> S <verb>s (to|in)
+    Where was S <participle> in/at/on Y? -> In/At/On Y, S was <participle>   (any other phrase: None)
     How many/much N do/does/did S <verb>? -> S <verb>/<verb>s/<verb>ed    (do: "tickets for X cost")
     How many N can S <verb>?    -> S can <verb>
     How many N <verb>ed Y?      -> The number of N that <verb>ed Y was
     How many N <verb> Y?        -> The number of N that <verb> Y is    (have visited Y: the same)
     How many/much/far/long has S <participle>? -> S has <participle>    (long: and the rest)
-    How long/much/old/... is X? -> X is
+    How long/much/old/... is X? -> X is          (", in metres" at the end dropped; How far is X from Y? -> X is)
+    How much is/are S <participle> (prep)? -> S is/are <participle> (prep)   How much is S worth? -> S is worth
+    How many N (of M) were/are <participle> Y? -> The number of N (of M) <participle> Y was/is
     How long/often/far/... does/did S <verb>? -> S <verb>s/<verb>ed
     Which/What N <verb>s Y?     -> The N that <verb>s Y is           (any of VERBS; N may hold adjectives)
     Which/What N does/did S <verb> Y? -> The N S <verb>s/<verb>ed Y is/was   (do: a bare plural S too)
+    Which/What N is/was <participle> Y? -> The N <participle> Y is/was    (What year was S built? -> S was built in)
     Which/What N should/can/will S <verb> Y? -> The N S should/can/will <verb> Y is   (plural N: are)
     What year/month/day/time did/does S <verb> Y? -> S <verb>ed/<verb>s Y in/on/at
     In/On/At/By/For what N (PP) ...? -> the same clause, then the preposition (and N where it names
@@ -95,7 +99,7 @@ score search see seek select sell send serve set settle shake share shine ship s
 sit sleep slide smell sound speak spend split spread stand start stay steal stick stop store study submit succeed
 suffer suggest supply support surround survive swim switch take talk taste teach tell test thank think throw
 touch tour train transfer translate travel treat trust try turn understand update upgrade use visit vote wait
-wake walk want warn wash watch water wear weigh welcome win wish work worry wrap write dial renew""".split())
+wake walk want warn wash watch water wear weigh welcome win wish work worry wrap write dial renew flow""".split())
 PAST_FORMS = frozenset(IRREGULAR_PAST.values())
 BASE_OF_PAST = {past: base for base, past in IRREGULAR_PAST.items() if past != base}
 # two-syllable verbs stressed last, which double their final consonant (admitted, preferred)
@@ -123,6 +127,11 @@ MODALS = ("should", "can", "could", "will", "would", "must", "may", "might")
 PARTICLES = frozenset("in up out off down over back away".split())
 ADVERBS = frozenset("first last originally initially officially recently ever once still also already just".split())
 # what the answer's head noun takes before it: "What year did X open?" -> X opened in
+# prepositions of a phrase a where-answer can open with ("In the 2024 survey, X was ranked"); "by the
+# kings" can't: "Where was the treaty signed by the kings?" gets no lead rather than a guessed "in"
+FRONTED = ("in", "at", "on", "during", "for")
+# a unit said after a comma at the question's end: "How far is X from Y, in metres?" asks "How far is X from Y?"
+UNIT_TAIL = re.compile(r",\s*in\s+[a-z]+(?:\s+[a-z]+){0,2}\s*\?$")
 WHEN_NOUNS = {"year": "in", "month": "in", "decade": "in", "century": "in", "season": "in", "day": "on",
               "date": "on", "time": "at", "hour": "at"}
 
@@ -133,6 +142,7 @@ def answer_lead(question: str) -> str | None:
     if "\n" in q or not q.endswith("?") or q.count("?") > 1:
         return None
     q = CONTRACTED.sub(r"\1 is", REQUEST.sub("Tell me ", q))  # "What's X?" -> What is X?
+    q = UNIT_TAIL.sub("?", q)
     words = q[:-1].strip().split()
     if len(words) < 3:
         return None
@@ -218,6 +228,33 @@ def _inflect(aux: str, verb: str, subject: list[str]) -> str:
     return {"present": _third_person(verb, subject), "plural": verb, "past": _past(verb)}[AUX[aux]]
 
 
+def _participle(word: str) -> bool:
+    return bool(re.fullmatch(r"[a-z]+(ed|en)", word)) or word in PARTICIPLES
+
+
+def _inner_participle(subject: list[str]) -> int:
+    """Where a participle with a prepositional phrase after it sits inside `subject` (0: none):
+    "X University placed in the listing" -> 2; never right after a determiner or possessive."""
+    for k in range(1, len(subject) - 1):
+        w = subject[k]
+        if (w.islower() and _participle(w) and subject[k - 1].lower() not in DETERMINERS
+                and not subject[k - 1].endswith(("'s", "’s")) and subject[k + 1].lower() in PREPOSITIONS):
+            return k
+    return 0
+
+
+def _fronted(verb: str, clause: list[str], k: int) -> list[str] | None:
+    """"was the X school ranked in the 2024 survey" (participle at k) -> In the 2024 survey, the X
+    school was ranked: the answer (a place or a rank) then comes last. None where the phrase is
+    no setting ("signed by the kings") or holds a clause."""
+    subject, phrase = clause[:k], clause[k + 1:]
+    if (not _subject(subject) or phrase[0].lower() not in FRONTED or len(phrase) < 2
+            or phrase[1].lower() in PREPOSITIONS or phrase[-1].lower() in PREPOSITIONS
+            or any(w.lower() in CLAUSE_WORDS for w in phrase)):
+        return None
+    return [*_swap(phrase[:-1]), _swap(phrase[-1:])[0] + ",", *_swap(subject), verb, clause[k]]
+
+
 def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
     """"is the X called" -> The X is called; "is the X" -> The X is (+ tail)."""
     if not _subject(rest):
@@ -227,6 +264,8 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
         return None  # "What is the box made of?": the answer's shape is not "X is"
     if any(w.lower() in CLAUSE_WORDS for w in subject):
         return None  # "How old was X when she died?": a clause of its own follows
+    if any(w.endswith(",") for w in subject):
+        return None  # "Where is the museum, in Oslo?" is no "The museum, in Oslo is in"
     if len(rest) >= 2 and rest[0].lower() in PRONOUNS and rest[1].lower().endswith("ing"):
         # "are we meeting the architects" -> You are meeting the architects (in)
         return subject[:1] + [verb] + subject[1:] + ([tail] if tail else [])
@@ -236,12 +275,12 @@ def _be_phrase(verb: str, rest: list[str], tail: str = "") -> list[str] | None:
         if k >= 2 and (subject[k - 1].lower() in ADVERBS or subject[k - 1].lower().endswith("ly")):
             k -= 1  # "When was the X lighthouse first lit?" -> The X lighthouse was first lit
         return subject[:k] + [verb] + subject[k:] + ([tail] if tail else [])
-    for k in range(2, len(subject) - 1):  # "was X University placed in the listing" -> X University was placed in ..
-        w = subject[k]
-        if (w.islower() and (re.fullmatch(r"[a-z]+(ed|en)", w) or w in PARTICIPLES)
-                and subject[k - 1].lower() not in DETERMINERS and not subject[k - 1].endswith(("'s", "’s"))
-                and subject[k + 1].lower() in PREPOSITIONS):
-            return subject[:k] + [verb] + subject[k:] + ([tail] if tail else [])
+    k = _inner_participle(subject)  # "was X University placed in the listing" -> X University was placed in ..
+    if k and k + 2 < len(subject) and subject[k + 2].lower() in PREPOSITIONS:
+        # a stranded preposition goes last: "was the X vase sold for at auction" -> The X vase was sold at auction for
+        return subject[:k] + [verb, subject[k]] + subject[k + 2:] + [subject[k + 1]]
+    if k:
+        return subject[:k] + [verb] + subject[k:] + ([tail] if tail else [])
     return subject + [verb] + ([tail] if tail else [])
 
 
@@ -425,6 +464,15 @@ def _which(rest: list[str]) -> list[str] | None:
         if low in BE:
             if j == 1 and noun[0] in ("time", "day", "date"):  # What time is my class? -> Your class is at
                 return _be_phrase(low, rest[j + 1:], "at" if noun[0] == "time" else "on")
+            clause = rest[j + 1:]
+            if j == 1 and noun[0] in WHEN_NOUNS and clause and _participle(clause[-1]):
+                return _be_phrase(low, clause, WHEN_NOUNS[noun[0]])  # What year was X built? -> X was built in
+            if (clause and _participle(clause[0]) and clause[-1].lower() not in PREPOSITIONS
+                    and not any(w.lower() in CLAUSE_WORDS for w in clause)):
+                # What code is printed on the X ticket? -> The code printed on the X ticket is
+                past = low in ("was", "were")
+                be = ("were" if past else "are") if _plural(noun[-1]) else ("was" if past else "is")
+                return ["The", *noun, *_swap(clause), be]
             return None  # "Which level is the car on?": the answer's shape is not "The N that is"
         if low in PAST_FORMS or low == "has" or (re.fullmatch(r"[a-z]+(s|ed)", low) and _verb_form(low)):
             after = rest[j + 1].lower() if j + 1 < len(rest) else ""
@@ -514,10 +562,48 @@ def _when(rest: list[str]) -> list[str] | None:
 def _where(rest: list[str]) -> list[str] | None:
     verb = rest[0].lower()
     if verb in BE:
+        k = _inner_participle(rest[1:])
+        if k:  # a phrase after the participle goes first: no "in" guessed after it
+            return _fronted(verb, rest[1:], k)
         return _be_phrase(verb, rest[1:], "in")
     if verb in AUX:
         return _do_phrase(verb, rest[1:], "in")  # "Where does my sister live?" -> Your sister lives in
     return None
+
+
+def _counted(nouns: list[str]) -> bool:
+    """Plain lower-case nouns, "of" between them: "tickets", "litres of water"."""
+    return all(_plain_word(n) or (n == "of" and 0 < i < len(nouns) - 1) for i, n in enumerate(nouns))
+
+
+def _how_be(first: str, nouns: list[str], be: str, clause: list[str]) -> list[str] | None:
+    """"How <first> (N) <be> <clause>?" (1-4 alike):
+    1. How many N were <participle> ...? -> The number of N <participle> ... was
+    2. How much/many is/are S <participle> (prep)? -> S is/are <participle> (prep)   (a bare plural S too)
+    3. How far is S from/to T? -> S is      (the value then carries the "from T")
+    4. How long/much/old/... is S? -> S is
+    "How many people are there in X?" and "How many are in the box?" get no lead."""
+    if not clause or any(w.lower() in CLAUSE_WORDS for w in clause):
+        return None
+    if first == "many" and nouns:
+        if not (_counted(nouns) and _participle(clause[0]) and clause[-1].lower() not in PREPOSITIONS):
+            return None
+        return ["The", "number", "of", *nouns, *_swap(clause), "was" if be in ("was", "were") else "is"]
+    if clause[-1].lower() == "worth" and first == "much":
+        return _be_phrase(be, clause[:-1], "worth")  # How much is the X house worth? -> The X house is worth
+    prep = clause[-1].lower() if clause[-1].lower() in PREPOSITIONS else ""
+    body = clause[:-1] if prep else clause
+    if first in ("many", "much") and len(body) >= 2 and body[-1].islower() and _participle(body[-1]):
+        subject = body[:-1]
+        if _subject(subject) or (_bare_subject(subject) and _plural(subject[0])):
+            return [*_swap(subject), be, body[-1], *([prep] if prep else [])]  # Tickets for X are priced at
+        return None
+    if first == "many":
+        return None
+    if first == "far":
+        cut = next((i for i, w in enumerate(clause) if i and w.lower() in ("from", "to")), len(clause))
+        clause = clause[:cut]  # How far is the X mill from the bridge? -> The X mill is
+    return _be_phrase(be, clause)  # How long, in metres, is the X? -> The X is
 
 
 def _how(rest: list[str]) -> list[str] | None:
@@ -527,7 +613,7 @@ def _how(rest: list[str]) -> list[str] | None:
     quantity = first in ("many", "much")
     for j, w in enumerate(rest[1:], 1):
         low = w.lower()
-        nouns = j >= 2 and all(_plain_word(n) for n in rest[1:j])  # "How many tickets the fair sold": no N
+        nouns = j >= 2 and _counted(rest[1:j])  # "How many tickets the fair sold", "How many of the": no N
         if low in ("has", "have", "had") and len(rest) > j + 1:
             # How many N has S <participle> (in) ...? / How far has S <participle>? -> S has <participle> (in)
             subject, after = _perfect(rest[j + 1:])
@@ -550,9 +636,7 @@ def _how(rest: list[str]) -> list[str] | None:
             subject, verb, _ = _split_modal(clause)
             return [*_swap(subject), low, verb] if subject and verb in VERBS else None
         if low in BE:
-            if first == "many":
-                return None  # "How many people are there in X?": no lead
-            return _be_phrase(low, rest[j + 1:])  # How long, in metres, is the X? -> The X is
+            return _how_be(first, rest[1:j], low, rest[j + 1:])
         if not quantity or not nouns:
             continue
         if re.fullmatch(r"[a-z]+ed", w) or w in PAST_FORMS:

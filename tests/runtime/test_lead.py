@@ -186,3 +186,51 @@ def test_question_text_starts_the_answer_only_where_a_rule_applies():
 ])
 def test_a_statement_spoken_back(said, back):
     assert spoken_back(said) == back
+
+
+@pytest.mark.parametrize("question, lead", [
+    # session 10 (after the SEALED-4 split's first run), own examples of its forms:
+    # 1. a unit after a comma at the end is dropped; How far is S from T? -> S is
+    ("What is the depth of the Plox lake, in metres?", "The depth of the Plox lake is"),
+    ("How tall is the Vexa mast, in feet?", "The Vexa mast is"),
+    ("How far is the Plox mill from the old bridge?", "The Plox mill is"),
+    ("How far is the Vexa pier from the harbour, in kilometres?", "The Vexa pier is"),
+    # 2. How much/many is/are S <participle> (prep)? (a bare plural S too); How much is S worth?
+    ("How much are seats for the Plox opera priced at?", "Seats for the Plox opera are priced at"),
+    ("How much is the Vexa cottage insured for?", "The Vexa cottage is insured for"),
+    ("How much is my bike worth?", "Your bike is worth"),
+    ("How much was the Plox vase sold for at auction?", "The Plox vase was sold at auction for"),
+    # 3. How many N (of M) were/are <participle> ...?; How many N of M <verb> ...?
+    ("How many goats were sold at the Plox market last autumn?",
+     "The number of goats sold at the Plox market last autumn was"),
+    ("How many crates of apples are shipped from the Vexa orchard?",
+     "The number of crates of apples shipped from the Vexa orchard is"),
+    ("How many tonnes of grain reach the Vexa mill each week?",
+     "The number of tonnes of grain that reach the Vexa mill each week is"),
+    # 4. Which/What N is/was <participle> ...?; What year/month/day was S <participle>?
+    ("What code is printed on the Plox boarding pass?", "The code printed on the Plox boarding pass is"),
+    ("Which platforms are reserved for the Vexa express?", "The platforms reserved for the Vexa express are"),
+    ("What name was carved into the Plox bench?", "The name carved into the Plox bench was"),
+    ("What year was the Vexa mill built?", "The Vexa mill was built in"),
+    # 5. Where is/was S <participle> <in/at/on/during/for phrase>? -> the phrase first, no "in" guessed
+    ("Where was the Vexa team placed in the 2023 league table?", "In the 2023 league table, the Vexa team was placed"),
+    ("Where was Plox ranked in the regional survey?", "In the regional survey, Plox was ranked"),
+    ("Where is my spare key kept at the Plox office?", "At the Plox office, your spare key is kept"),
+    ("Where was the Plox treaty signed?", "The Plox treaty was signed in"),
+])
+def test_sealed4_forms_get_their_answer_started(question, lead):
+    assert answer_lead(question) == lead
+
+
+@pytest.mark.parametrize("question", [
+    "Where was the Plox treaty signed by the two kings?",  # "by" sets no scene: no "in" guessed after it
+    "Where was the Plox vase sold for at auction?", "Where was the Vexa team placed in?",
+    "Where is the museum, in Oslo?", "How far is it from Plox to Vexa?",
+    "How many of the tickets were sold?", "How many people were there at the Plox fair?",
+    "How many eggs were laid when the hens moved?", "How many are in the box?",
+    "What number is the Plox door painted with?", "What colour is the Plox door?", "What year is the Vexa car?",
+    "What serial number is engraved on the Vexa watch when it is sold?",
+    "What does it cost to get into the Plox zoo?",
+])
+def test_sealed4_forms_left_without_a_lead(question):
+    assert answer_lead(question) is None
