@@ -37,73 +37,20 @@ plain questions, so `answer_lead` derives the lead from the question's own words
                                   asked ("where the X ranks" -> Where does the X rank?)
 A question no rule covers gets no lead (None): the caller asks it plain. A question that already
 starts its own answer ("...\\nAnswer: ...") is never touched. First and second person swap (my ->
-your, I -> you), since the answer speaks to the asker.
+your, I -> you), since the answer speaks to the asker. The words the rules read by (word classes,
+common verbs and their forms) are in grm/runtime/english.py.
 """
 
 from __future__ import annotations
 
 import re
 
+from grm.runtime.english import (ADVERBS, AUX, BE, DETERMINERS, MODALS, PARTICIPLES, PARTICLES, PAST_FORMS,
+                                  PREPOSITIONS, PRONOUNS, VERBS, base_form, inflect, is_participle, is_plural,
+                                  is_verb_form)
+
 SWAP = {"my": "your", "our": "your", "i": "you", "me": "you", "we": "you", "mine": "yours", "am": "are",
         "myself": "yourself", "us": "you"}
-DETERMINERS = ("the", "my", "our", "your", "his", "her", "their", "its", "a", "an", "this", "that")
-PRONOUNS = ("i", "we", "you", "they", "he", "she", "it")
-PARTICIPLES = frozenset("born built made held sold done given taken seen written known kept left found paid won "
-                        "run grown begun chosen driven lit shut cut hit set put read led fed met sent spent lent "
-                        "bought brought caught taught thought told heard laid paid said shot spun struck hung "
-                        "worn torn sworn drawn thrown flown shown sung rung swum drunk".split())
-BE = ("is", "are", "was", "were")
-PREPOSITIONS = ("to", "from", "in", "at", "on", "for", "with", "into", "by", "of")
-IRREGULAR_PAST = {"leave": "left", "go": "went", "come": "came", "begin": "began", "meet": "met", "buy": "bought",
-                  "sell": "sold", "take": "took", "make": "made", "get": "got", "give": "gave", "find": "found",
-                  "say": "said", "see": "saw", "win": "won", "hold": "held", "run": "ran", "build": "built",
-                  "send": "sent", "keep": "kept", "put": "put", "pay": "paid", "lose": "lost", "spend": "spent",
-                  "grow": "grew", "write": "wrote", "become": "became", "tell": "told", "bring": "brought",
-                  "have": "had", "do": "did", "be": "was", "set": "set", "cost": "cost", "fly": "flew",
-                  "drive": "drove",
-                  "choose": "chose", "know": "knew", "think": "thought", "teach": "taught", "stand": "stood",
-                  "understand": "understood", "speak": "spoke", "break": "broke", "rise": "rose", "fall": "fell",
-                  "feel": "felt", "sit": "sat", "lead": "led", "wake": "woke", "wear": "wore", "draw": "drew",
-                  "throw": "threw", "swim": "swam", "sing": "sang", "ring": "rang", "drink": "drank", "eat": "ate",
-                  "forget": "forgot", "hide": "hid", "ride": "rode", "shake": "shook", "steal": "stole",
-                  "freeze": "froze", "hang": "hung", "dig": "dug", "feed": "fed", "bend": "bent", "lend": "lent",
-                  "catch": "caught", "fight": "fought", "seek": "sought", "sleep": "slept", "hear": "heard",
-                  "mean": "meant", "deal": "dealt", "lay": "laid", "light": "lit", "shoot": "shot", "hurt": "hurt",
-                  "let": "let", "shut": "shut", "split": "split", "spread": "spread", "bet": "bet", "cast": "cast",
-                  "cut": "cut", "hit": "hit", "read": "read", "beat": "beat", "broadcast": "broadcast",
-                  "forgive": "forgave", "sink": "sank", "shine": "shone", "slide": "slid", "stick": "stuck",
-                  "bear": "bore", "bind": "bound", "breed": "bred", "bite": "bit", "lie": "lay", "dive": "dove"}
-# base forms a do-question's verb is recognised by (no part-of-speech tagger in the runtime): the few
-# hundred commonest English verbs; their -s/-es/-ies and -ed forms are derived (_third_person, _past, _base)
-VERBS = frozenset("""accept add admit advise afford agree aim allow announce answer appear apply appoint approve
-argue arrange arrive ask assign attach attack attempt attend avoid bake ban bear beat become begin believe belong bend
-bet bind bite blame block blow boil book borrow break breed bring broadcast build burn buy call cancel carry cast
-catch cause celebrate change charge chase check choose claim clean clear climb close coach collect combine come
-commit compare compete complain complete confirm connect consider contain continue control cook copy correct cost
-count cover create cross cure cut dance deal decide declare decline decorate deliver demand deny depart depend
-describe design destroy develop die dig dine direct discover discuss display dive divide do donate draw dress drink
-drive drop earn eat edit elect employ enable encourage end enjoy enter escape establish estimate examine exceed
-exchange exist expand expect expire explain explore export express extend fail fall feed feel fetch fight fill find
-finish fit fix fly fold follow forget forgive found freeze fund gain gather generate get give go govern graduate
-greet grow guard guess handle hang happen harvest hate have hear heat help hide hire hit hold host hunt hurt
-identify ignore import improve include increase indicate inform install intend introduce invent invest invite
-involve issue join jump keep kick kill know land last launch lay lead learn leave lend let lift light
-limit link list listen live load locate lock look lose love maintain make manage manufacture marry match mean
-measure meet melt mention miss mix move need notice obtain occupy occur offer open operate order organise organize
-owe own paint park pass pay perform pick plan plant play possess post pour practise practice prefer prepare present
-preserve press prevent print produce promise promote propose protect prove provide publish pull purchase push put
-qualify raise rank reach read realise realize receive recognise recognize recommend record recover reduce refer
-refuse register reject release rely remain remember remind remove rent repair repeat replace reply report
-represent require rescue reserve resign respond retire return reveal ride ring rise roll rule run sail save say
-score search see seek select sell send serve set settle shake share shine ship shoot shop show shut sign sing sink
-sit sleep slide smell sound speak spend split spread stand start stay steal stick stop store study submit succeed
-suffer suggest supply support surround survive swim switch take talk taste teach tell test thank think throw
-touch tour train transfer translate travel treat trust try turn understand update upgrade use visit vote wait
-wake walk want warn wash watch water wear weigh welcome win wish work worry wrap write dial renew flow""".split())
-PAST_FORMS = frozenset(IRREGULAR_PAST.values())
-BASE_OF_PAST = {past: base for base, past in IRREGULAR_PAST.items() if past != base}
-# two-syllable verbs stressed last, which double their final consonant (admitted, preferred)
-DOUBLING = frozenset("admit commit occur prefer refer permit submit regret control transfer equip omit".split())
 # head nouns of a subject a verb-like word after them belongs to ("my sister start work at ...")
 PEOPLE = frozenset("""sister brother mother father mum mom dad wife husband son daughter friend boss partner cousin
 aunt uncle neighbour neighbor kid kids child children parents grandma grandpa family team""".split())
@@ -114,7 +61,6 @@ MEASURES = ("long", "much", "old", "tall", "far", "big", "high", "deep", "wide",
 CLAUSE_WORDS = ("when", "if", "while", "because", "although", "whereas", "unless")
 # a head noun naming a property of the next one: "What size shoes do I wear?" is no "The size shoes ..."
 PROPERTY_NOUNS = ("size", "colour", "color", "brand", "make", "model", "kind", "type", "sort", "number", "style")
-NOT_PLURAL = frozenset("news series species means physics maths bus gas lens status campus address".split())
 # verbs whose object is no value to name: "What does my brother do?", "What did you think of it?"
 NO_OBJECT_ANSWER = frozenset("do think feel look seem happen become go come".split())
 # a request wrapped round a question: "Can you tell me where ...?" is read as "Tell me where ...?"
@@ -122,10 +68,6 @@ REQUEST = re.compile(r"^(?:please\s+)?(?:(?:can|could|would|will)\s+you\s+(?:ple
                      r"do\s+you\s+(?:know|remember)(?=\s+(?:what|which|who|when|where|how)\b)|"
                      r"remind\s+me|please\s+tell\s+me)\b,?\s*", re.IGNORECASE)
 CONTRACTED = re.compile(r"^(what|who|where|when)['’]s\b", re.IGNORECASE)
-AUX = {"does": "present", "do": "plural", "did": "past"}
-MODALS = ("should", "can", "could", "will", "would", "must", "may", "might")
-PARTICLES = frozenset("in up out off down over back away".split())
-ADVERBS = frozenset("first last originally initially officially recently ever once still also already just".split())
 # what the answer's head noun takes before it: "What year did X open?" -> X opened in
 # prepositions of a phrase a where-answer can open with ("In the 2024 survey, X was ranked"); "by the
 # kings" can't: "Where was the treaty signed by the kings?" gets no lead rather than a guessed "in"
@@ -199,45 +141,12 @@ def _subject(words: list[str]) -> bool:
     return w.lower() in DETERMINERS or w.lower() in SWAP or w[:1].isupper()
 
 
-def _third_person(verb: str, subject: list[str]) -> str:
-    """`verb` agreeing with `subject` in the present ("you leave", "your flight leaves")."""
-    if [w.lower() for w in subject] in (["you"], ["they"]) or (len(subject) == 1 and subject[0].lower() == "you"):
-        return verb
-    if verb == "have":
-        return "has"  # "How many floors does the X tower have?" -> The X tower has
-    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return verb + "es"
-    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-def _past(verb: str) -> str:
-    if verb in IRREGULAR_PAST:
-        return IRREGULAR_PAST[verb]
-    if verb in DOUBLING or re.fullmatch(r"[^aeiou]*[aeiou][b-df-hj-np-tvz]", verb):
-        return verb + verb[-1] + "ed"  # ship -> shipped, plan -> planned
-    if verb.endswith("e"):
-        return verb + "d"
-    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
-        return verb[:-1] + "ied"
-    return verb + "ed"
-
-
-def _inflect(aux: str, verb: str, subject: list[str]) -> str:
-    return {"present": _third_person(verb, subject), "plural": verb, "past": _past(verb)}[AUX[aux]]
-
-
-def _participle(word: str) -> bool:
-    return bool(re.fullmatch(r"[a-z]+(ed|en)", word)) or word in PARTICIPLES
-
-
 def _inner_participle(subject: list[str]) -> int:
     """Where a participle with a prepositional phrase after it sits inside `subject` (0: none):
     "X University placed in the listing" -> 2; never right after a determiner or possessive."""
     for k in range(1, len(subject) - 1):
         w = subject[k]
-        if (w.islower() and _participle(w) and subject[k - 1].lower() not in DETERMINERS
+        if (w.islower() and is_participle(w) and subject[k - 1].lower() not in DETERMINERS
                 and not subject[k - 1].endswith(("'s", "’s")) and subject[k + 1].lower() in PREPOSITIONS):
             return k
     return 0
@@ -289,7 +198,7 @@ def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = Tru
     """"does my flight to Oslo leave" -> Your flight to Oslo leaves (the verb is the last word, or
     the last before a final preposition); after do/did a bare plural subject too ("do tickets for
     the fair cost" -> Tickets for the fair cost). `known`: the verb must be a common one (VERBS)."""
-    bare = aux in ("do", "did") and _bare_subject(rest) and _plural(rest[0])
+    bare = aux in ("do", "did") and _bare_subject(rest) and is_plural(rest[0])
     if len(rest) < 2 or not (_subject(rest) or rest[0].lower() in PRONOUNS or bare):
         return None
     prep = rest[-1].lower() if rest[-1].lower() in PREPOSITIONS else ""
@@ -299,7 +208,7 @@ def _do_phrase(aux: str, rest: list[str], tail: str = "", keep_after: bool = Tru
     subject, verb, after = _split_clause(body, known or bare)
     if not subject or not verb:
         return None
-    words = _swap(subject) + [_inflect(aux, verb.lower(), _swap(subject))]
+    words = _swap(subject) + [inflect(aux, verb.lower(), _swap(subject))]
     if not keep_after:
         return words  # "How many tickets did S sell this season?" -> S sold (the number comes next)
     words += _swap(after)
@@ -354,23 +263,6 @@ def _bare_subject(words: list[str]) -> bool:
     return bool(words) and _plain_word(words[0]) and words[0] not in VERBS and words[0] not in ("not", "there")
 
 
-def _base(word: str) -> tuple[str, str]:
-    """A finite verb's base form and its do-auxiliary: "ranks" -> (rank, does), "opened" -> (open,
-    did), "use" -> (use, do); ("", "") for no common verb."""
-    if word in VERBS:
-        return word, "do"
-    if word in BASE_OF_PAST:
-        return BASE_OF_PAST[word], "did"
-    if word.endswith("s"):
-        stems = (word[:-1], word[:-2], word[:-3] + "y")
-        return next(((stem, "does") for stem in stems if stem in VERBS and _third_person(stem, []) == word),
-                    ("", ""))
-    if word.endswith("ed"):
-        stems = (word[:-1], word[:-2], word[:-3], word[:-3] + "y")
-        return next(((stem, "did") for stem in stems if stem in VERBS and _past(stem) == word), ("", ""))
-    return "", ""
-
-
 def _asked(words: list[str]) -> list[str] | None:
     """An embedded question in statement order, asked: "where the X ranks nationally" -> where does
     the X rank nationally; "what the code is" -> what is the code; "what number members dial to
@@ -390,18 +282,12 @@ def _asked(words: list[str]) -> list[str] | None:
         prev = words[v - 1].lower()
         if not (w.isalpha() and w.islower()) or prev in DETERMINERS + ("my", "our") or prev in PREPOSITIONS:
             continue
-        base, aux = _base(w)
-        plural = s == v - 1 and (words[s].lower() in PRONOUNS + ("i",) or _plural(words[s]))
+        base, aux = base_form(w)
+        plural = s == v - 1 and (words[s].lower() in PRONOUNS + ("i",) or is_plural(words[s]))
         if not base or (aux == "do" and not plural):
             continue
         return words[:s] + [aux] + words[s:v] + [base] + words[v + 1:]
     return None
-
-
-def _plural(word: str) -> bool:
-    low = word.lower()
-    return (low.endswith("s") and not low.endswith(("ss", "us", "is")) and low not in NOT_PLURAL) \
-        or low in ("people", "children", "men", "women", "staff", "they", "we", "you")
 
 
 def _what(rest: list[str]) -> list[str] | None:
@@ -425,7 +311,7 @@ def _object_phrase(aux: str, clause: list[str], drop_after: bool) -> list[str] |
     prep = clause[-1].lower() if clause[-1].lower() in PREPOSITIONS else ""
     body = clause[:-1] if prep else clause
     if len(body) < 2 or not (_subject(body) or body[0].lower() in PRONOUNS
-                             or (aux != "does" and _bare_subject(body) and _plural(body[0]))):
+                             or (aux != "does" and _bare_subject(body) and is_plural(body[0]))):
         return None
     subject, verb, after = _split_clause(body, known=True)
     if not verb or verb.lower() in NO_OBJECT_ANSWER:
@@ -434,7 +320,7 @@ def _object_phrase(aux: str, clause: list[str], drop_after: bool) -> list[str] |
         after = after if all(w.lower() in PARTICLES for w in after) else []
     elif not prep and not all(w.lower() in PARTICLES for w in after):
         return None
-    return [*_swap(subject), _inflect(aux, verb.lower(), _swap(subject)), *_swap(after), *([prep] if prep else [])]
+    return [*_swap(subject), inflect(aux, verb.lower(), _swap(subject)), *_swap(after), *([prep] if prep else [])]
 
 
 def _which(rest: list[str]) -> list[str] | None:
@@ -446,10 +332,10 @@ def _which(rest: list[str]) -> list[str] | None:
         if not all(_plain_word(n) for n in noun) or (j > 1 and noun[0] in PROPERTY_NOUNS):
             return None
         low = w.lower()
-        is_ = ("were" if low == "did" else "are") if _plural(noun[-1]) else ("was" if low == "did" else "is")
+        is_ = ("were" if low == "did" else "are") if is_plural(noun[-1]) else ("was" if low == "did" else "is")
         if low in AUX or low in MODALS:
             clause = rest[j + 1:]
-            bare = low in ("do", "did") and _bare_subject(clause) and _plural(clause[0])
+            bare = low in ("do", "did") and _bare_subject(clause) and is_plural(clause[0])
             if len(clause) < 2 or not (_subject(clause) or bare or (low in MODALS and _split_modal(clause)[1])):
                 return None  # a bare noun after a modal: "What extension can callers use to reach X?"
             when = WHEN_NOUNS.get(noun[-1]) if j == 1 and low in AUX else None
@@ -465,16 +351,16 @@ def _which(rest: list[str]) -> list[str] | None:
             if j == 1 and noun[0] in ("time", "day", "date"):  # What time is my class? -> Your class is at
                 return _be_phrase(low, rest[j + 1:], "at" if noun[0] == "time" else "on")
             clause = rest[j + 1:]
-            if j == 1 and noun[0] in WHEN_NOUNS and clause and _participle(clause[-1]):
+            if j == 1 and noun[0] in WHEN_NOUNS and clause and is_participle(clause[-1]):
                 return _be_phrase(low, clause, WHEN_NOUNS[noun[0]])  # What year was X built? -> X was built in
-            if (clause and _participle(clause[0]) and clause[-1].lower() not in PREPOSITIONS
+            if (clause and is_participle(clause[0]) and clause[-1].lower() not in PREPOSITIONS
                     and not any(w.lower() in CLAUSE_WORDS for w in clause)):
                 # What code is printed on the X ticket? -> The code printed on the X ticket is
                 past = low in ("was", "were")
-                be = ("were" if past else "are") if _plural(noun[-1]) else ("was" if past else "is")
+                be = ("were" if past else "are") if is_plural(noun[-1]) else ("was" if past else "is")
                 return ["The", *noun, *_swap(clause), be]
             return None  # "Which level is the car on?": the answer's shape is not "The N that is"
-        if low in PAST_FORMS or low == "has" or (re.fullmatch(r"[a-z]+(s|ed)", low) and _verb_form(low)):
+        if low in PAST_FORMS or low == "has" or (re.fullmatch(r"[a-z]+(s|ed)", low) and is_verb_form(low)):
             after = rest[j + 1].lower() if j + 1 < len(rest) else ""
             if after in BE or after in AUX or after in MODALS or after in ("has", "have", "had"):
                 continue  # a plural noun, not a verb: "Which bus stops are ..."
@@ -492,11 +378,6 @@ def _split_modal(clause: list[str]) -> tuple[list[str], str, list[str]]:
     if clause[0].isalpha() and clause[0].islower() and clause[0] not in DETERMINERS and len(clause) > 1:
         return clause[:1], clause[1], clause[2:]  # a bare noun: "can visitors dial ..."
     return _split_clause(clause)
-
-
-def _verb_form(word: str) -> bool:
-    """`word` is a common verb (VERBS) in an -s or -ed form (goes, carries, opened, stored, shipped)."""
-    return _base(word)[1] in ("does", "did")
 
 
 def _after_preposition(prep: str, rest: list[str]) -> list[str] | None:
@@ -586,16 +467,16 @@ def _how_be(first: str, nouns: list[str], be: str, clause: list[str]) -> list[st
     if not clause or any(w.lower() in CLAUSE_WORDS for w in clause):
         return None
     if first == "many" and nouns:
-        if not (_counted(nouns) and _participle(clause[0]) and clause[-1].lower() not in PREPOSITIONS):
+        if not (_counted(nouns) and is_participle(clause[0]) and clause[-1].lower() not in PREPOSITIONS):
             return None
         return ["The", "number", "of", *nouns, *_swap(clause), "was" if be in ("was", "were") else "is"]
     if clause[-1].lower() == "worth" and first == "much":
         return _be_phrase(be, clause[:-1], "worth")  # How much is the X house worth? -> The X house is worth
     prep = clause[-1].lower() if clause[-1].lower() in PREPOSITIONS else ""
     body = clause[:-1] if prep else clause
-    if first in ("many", "much") and len(body) >= 2 and body[-1].islower() and _participle(body[-1]):
+    if first in ("many", "much") and len(body) >= 2 and body[-1].islower() and is_participle(body[-1]):
         subject = body[:-1]
-        if _subject(subject) or (_bare_subject(subject) and _plural(subject[0])):
+        if _subject(subject) or (_bare_subject(subject) and is_plural(subject[0])):
             return [*_swap(subject), be, body[-1], *([prep] if prep else [])]  # Tickets for X are priced at
         return None
     if first == "many":
