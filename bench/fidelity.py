@@ -16,7 +16,8 @@ the question (memory off, nothing mounted).
   seen: session 7 read its misses); FRESH-3: written by someone other than the rules' author before
   the session-7 changes and never read by that author: the blind measure of session 7; FRESH-4,
   FRESH-5 (bench/data/sealed/updates-*.json): written by helpers who never saw the rules, kept
-  out of this file so their first runs are blind (session 8).
+  out of this file so their first runs are blind (session 8); FRESH-6 and FRESH-7 the same
+  (session 9).
 - corrections: 10 `correct memory: X => Y` phrasings. Each fact is said, asked once (the answer,
   holding the old value, becomes a turn in memory: the issue's case), corrected, then asked again
   after small talk. Counted: stale values served (the old value in the answer; target 0).
@@ -432,7 +433,16 @@ def _table(res: dict) -> list[str]:
             "unit-test sentences. FRESH-4 and FRESH-5 (bench/data/sealed/) were written by helpers who never saw the "
             "rules; FRESH-4's first run (bench/results/fidelity-fresh4-first-run.md, code of cef3921) is its blind "
             "figure; the reader was then widened after reading its rows, so later FRESH-4 rows are tuned. FRESH-5 "
-            "was run once, at the end of session 8, with nothing changed after (fidelity-fresh5-first-run.md).",
+            "was run once, at the end of session 8, with nothing changed after (fidelity-fresh5-first-run.md). "
+            "Session 9 read FRESH-5's rows (and the earlier splits') and widened the reader (adjunct NPs, claims "
+            "'from' a Name, Names in lowercase turns and with '&', everyday related words such as teeth for the "
+            "dentist) and the fact graft (said back, then asked about and answered) from general forms and unit "
+            "sentences, so FRESH-5 rows are tuned from then. FRESH-6 (30 updates) was written blind by a helper "
+            "at the start of session 9 and first run on the frozen code (fidelity-fresh6-first-run.md): its blind "
+            "figure; the reader was then widened after reading its rows (where someone lives, passive places, a "
+            "move, 'upped ... to', codes in capitals), so later FRESH-6 rows are tuned. FRESH-7 (30 updates) was "
+            "written blind by a helper in the middle of session 9 and first run on the final code of that session "
+            "(fidelity-fresh7-first-run.md).",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in res["updates"]:
         for r in u["rows"]:

@@ -238,7 +238,11 @@ TUNED = ("What was tuned on what: the lead rules (grm/runtime/lead.py) were writ
          "blind. SEALED was written by a helper who never saw the rules; its first run "
          "(questions-smollm2-135m-sealed-first-run.md, rules of 7a47f20) is the blind figure; three general fixes "
          "were then made after seeing its leads (a verb the list lacks ends the clause, more irregular "
-         "participles, 'How much does S <verb>'), so later SEALED runs are tuned on it.")
+         "participles, 'How much does S <verb>'), so later SEALED runs are tuned on it. SEALED-2 .. SEALED-5 "
+         "(bench/data/sealed/questions-*.json) were each written by a helper who never saw the rules and first run "
+         "once (questions-smollm2-135m-sealedN-first-run.md: SEALED-2 and -3 with 12 new tokens, SEALED-4 and -5 "
+         "with 32); the rules were widened after reading SEALED-3's and SEALED-4's rows (sessions 8 and 9), so "
+         "only each first run is blind. SEALED-5 was first run on the final code of session 9.")
 
 
 def _table(res: dict) -> list[str]:
