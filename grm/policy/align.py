@@ -59,8 +59,11 @@ _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|
 _DAY = re.compile(rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?{_MONTH}(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}})?\b"
                   rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
                   re.IGNORECASE)
-# a code; one in capitals goes on over a short group of capitals: "KX19 PLM", "SW1A 1AA"
-_CODE = re.compile(r"(?<![\w#@-])[#@]?[\w-]*\d[\w./-]*(?<![.-])(?:(?<=[A-Z0-9])\s[A-Z0-9]{2,4}\b(?![.'’-]\w))?")
+# a code: "$1,975", "Marigold!2024" (a symbol inside a word is part of it); one in capitals goes on
+# over a short group of capitals: "KX19 PLM", "SW1A 1AA"
+_CODE = re.compile(r"(?<![\w#@$£€!*&+=-])[#@$£€]?(?:[\w-]|[!@#%&*+=](?=\w))*\d(?:[\w./-]|,\d{3}(?!\d)|[!@#%&*+=](?=\w))*"
+                   r"(?<![.-])"
+                   r"(?:(?<=[A-Z0-9])\s[A-Z0-9]{2,4}\b(?![.'’-]\w))?")
 _NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+|&\s+)?[A-Z][\w'’&-]*)*")
 _PLACE = re.compile(r"\b(?P<p>in|at|on|under|behind|inside|into|near|by|to)\s+"
                     r"(?P<np>(?:(?:the|my|our|a|an)\s+[a-z]|(?-i:[A-Z]))[\w'’-]*"  # "the shed", "Rosa's cafe"
@@ -84,7 +87,7 @@ _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these
 # at Globex" (a claim of another predicate, not the fact's)
 _CHANGED = (r"(?:(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
             r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower|upp|doubl|halv)"
-            r"(?:e|es|ed|ing)?|(?:went|gone|go(?:es)?)\s+(?:up|down)|rose|dropped)")
+            r"(?:e|es|ed|ing)?|(?:went|gone|go(?:es)?)\s+(?:up|down|to)|rose|dropped)")
 _LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|i['’]?m|we['’]?re|"
                    rf"{_CHANGED})\b"
                    r"|['’]s\b|:", re.IGNORECASE)
@@ -108,7 +111,7 @@ MAX_WORDS = 60  # a longer turn (a pasted text) is no plain update
 # capitalized words that are no Name: sentence openers, pronouns, days (found as days)
 _NOT_NAMES = frozenset("i i'm i've i'll we we're we've they the a an my our your it it's this that there so and but "
                        "from starting since as of when then also just hi hey ok okay fyi btw heads update yes no "
-                       "well oh actually".split())
+                       "well oh actually she he his her him its their them you me us".split())
 
 
 def kind(value: str) -> str | None:
@@ -205,6 +208,7 @@ _FAMILY = [frozenset(f.split()) for f in (
     "babysitter sitter nanny childcare",
     "laptop computer notebook",
     "mechanic repair",
+    "manager boss supervisor report",
     "grocery groceries supermarket",
 )]
 
@@ -358,6 +362,13 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
         return None
     if new is None:
         return None
+    if k == "code" and f.value[core[0]] in "$£€" and new[:1].isdigit():
+        new = f.value[core[0]] + new  # "$11.99" -> "$12.99" where the turn said "12.99"
+    if k == "day":  # "wednesdays" -> "Wednesdays"; before "evenings": "Wednesday evenings"
+        new = re.sub(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b", lambda m: m[0].capitalize(), new,
+                     flags=re.IGNORECASE)
+        if re.match(r"\s+(?:mornings?|afternoons?|evenings?|nights?)\b", f.value[core[1]:], re.IGNORECASE):
+            new = re.sub(r"(?<=day)s\b", "", new, flags=re.IGNORECASE)
     before = re.sub(r"\b(an?)\s+$", lambda m: ("an " if new[:1].casefold() in "aeiou" else "a ") if new[:1] else m[0],
                     f.value[:core[0]])  # "a Pixel" -> "an iphone"
     value = before + new + f.value[core[1]:] if k != "place" else f.value[:core[0]] + new

@@ -26,6 +26,9 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     the|my|our X meets|opens.. at|in the|my Y -> (X, is, at the Y)  a place ("meets at the library")
     the|my|our X is|gets <participle> on|at|in Y -> (X, is, Y)   Y a value ("is collected on Fridays")
     the|my|our X is <participle> under|in.. the Y -> (X, is, under the Y)  a place ("is hidden under the mat")
+    I|we have a|my N on|at|every Y -> (my N, is, Y)     Y a value ("I have a pottery class on Thursdays")
+    I|we set my|our X at|to Y  -> (my X, is, Y)           Y a number ("I set my grocery budget at $600")
+    I|we pay Y for X           -> (I, pay for X, Y)       Y an amount ("I pay $11.99 a month for Spotify")
     my|our X lives|works|stays in|at Y -> (my X, lives in, Y)  where someone is ("my sister Priya lives
                                                           in Leeds"), Y a Name or a place
 
@@ -53,8 +56,10 @@ MAX_SUBJECT_WORDS = 6
 
 # a period ends a clause unless it is inside a number (3.5) or ends a title ("Dr. Okafor")
 _TITLES = "".join(rf"(?<!\b{t})" for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Prof", "Jr", "Sr", "Mt"))
-_SENTENCE = re.compile(r"[!?\n]|" + _TITLES + r"\.(?=\s)")  # "3.5", "ann@x.org" are not ends
-_CLAUSE = re.compile(r"[!?;\n]|" + _TITLES + r"(?:(?<!\d)\.|\.(?!\d))|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)", re.IGNORECASE)
+# ("3.5", "ann@x.org", "Marigold!2024" are not ends)
+_SENTENCE = re.compile(r"[!?](?![^\s!?])|\n|" + _TITLES + r"\.(?=\s)")
+_CLAUSE = re.compile(r"[!?](?![^\s!?])|[;\n]|" + _TITLES + r"(?:(?<!\d)\.|\.(?!\d))|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)",
+                     re.IGNORECASE)
 _POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our|(?-i:[A-Z])[\w-]*['’]s)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)",
                          re.IGNORECASE)
 _NAME = re.compile(r"\b(?:call me|i am called|i'm called)\s+(?P<v>.+)", re.IGNORECASE)
@@ -88,6 +93,16 @@ _PLACE = re.compile(r"^(?:under|underneath|behind|beside|inside|next\s+to|near|a
 # "my sister Priya lives in Leeds", "my brother works at Globex": where someone (not I/we) is
 _THEIR_PLACE = re.compile(r"^(?P<s>(?:my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,3}?)\s+(?P<verb>lives|works|stays|studies|is\s+based)"
                           r"\s+(?P<p>in|at)\s+(?P<v>.+)$", re.IGNORECASE)
+# "I have a pottery class on Thursdays", "we have our team meeting at 10": when a thing of mine is
+_HAVE_ON = re.compile(r"^(?P<s>i|we)\s+(?:usually\s+|always\s+)?have\s+(?:a|an|my|our)\s+"
+                      r"(?P<n>(?!(?:lot|lots|bit|few|couple|ton|feeling|chance|day|week|night)\b)[a-z][\w'’-]*"
+                      r"(?:\s+[a-z][\w'’-]*){0,2}?)\s+(?P<p>on|at|every)\s+(?P<v>.+)$", re.IGNORECASE)
+# "I set my grocery budget at $600", "we set our thermostat to 19": a setting of mine
+_SET = re.compile(r"^(?P<s>i|we)\s+(?:have\s+)?(?:set|keep|kept)\s+(?P<o>(?:my|our)\s+[a-z][\w'’-]*(?:\s+[a-z][\w'’-]*){0,3}?)"
+                  r"\s+(?:at|to)\s+(?P<v>.+)$", re.IGNORECASE)
+# "I pay $11.99 a month for Spotify": what I pay for a thing
+_PAY = re.compile(r"^(?P<s>i|we)\s+(?:now\s+|currently\s+)?pay\s+(?P<v>[$£€]?\d[\d,.]*(?:\s+[a-z]+){0,3}?)\s+for\s+"
+                  r"(?P<o>(?:my|our|the)?\s*[\w'’-]+(?:\s+[\w'’-]+){0,2})$", re.IGNORECASE)
 _PART_OF_DAY = re.compile(r"[A-Z][a-z]+s?\s+(?:mornings?|afternoons?|evenings?|nights?|lunchtimes?)")  # "Thursday evenings"
 _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
 _GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+(?P<be>is|are)\s+(?P<v>.+)", re.IGNORECASE)
@@ -183,6 +198,16 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
             return make("I" if m["s"].casefold() == "i" else "we", verb, v)
     if m := _LIKE.search(clause):
         return make("I", m["p"].casefold(), m["v"])
+    if (h := _HAVE_ON.match(clause.strip())) and _is_value(_clean_value(h["v"]) or "x"):
+        whose = "my" if h["s"].casefold() == "i" else "our"
+        p = make(f"{whose} {h['n']}", "is", h["v"])  # "I have a pottery class on Thursdays": my pottery class
+        said = f"{whose.capitalize()} {h['n']} is {h['p'].casefold()} {p.value}" if p else ""
+        return None if p is None else replace(p, statement=said)
+    if m := _PAY.match(clause.strip().rstrip(".!")):
+        p = make("I" if m["s"].casefold() == "i" else "we", f"pay for {m['o'].strip()}", m["v"])
+        return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))  # as said
+    if (t := _SET.match(clause.strip())) and _is_number(_clean_value(t["v"]) or ""):
+        return make(t["o"], "is", t["v"])  # "I set my grocery budget at $600": my grocery budget is $600
     if (m := _THEIR_PLACE.match(clause.strip())) and (_is_name(_clean_value(m["v"]) or "x")
                                                        or _PLACE.match(f"{m['p']} {m['v'].strip().rstrip('.!')}")):
         verb = "is based" if m["verb"].casefold().startswith("is") else m["verb"].casefold()

@@ -88,8 +88,9 @@ _VERB = (r"(?:has\s+|have\s+|had\s+|was\s+|were\s+|got\s+|just\s+|been\s+)*"
 _I_VERB = (r"i(?:\s+have|'ve|\s+just|\s+finally)*\s+"
            r"(?:switched|changed|moved|swapped|updated|upgraded|reset|replaced)")
 _NOW_IS = r"(?:it's|it\s+is|its|now\s+it's|now\s+it\s+is|it's\s+now|it\s+is\s+now|now|the\s+new\s+one\s+is)"
-_V = r"(?P<v>[^,;]+?)"
-_A = r"(?P<a>[^,;]+?)"
+_UNCUT = r"(?:[^,;]|(?<=\d),(?=\d{3}(?!\d)))"  # a value runs to a comma, not over one in "$1,975"
+_V = rf"(?P<v>{_UNCUT}+?)"
+_A = rf"(?P<a>{_UNCUT}+?)"
 _END = r"\s*[.!]?\s*$"
 _PREP = r"(?P<p>in|at|on|from|with|for)"
 # a passive change: "was reset", "has been postponed", "got rotated" (any participle after an auxiliary)
@@ -97,8 +98,8 @@ _AUX = r"(?:has\s+been|have\s+been|had\s+been|'s\s+been|was|were|got|has\s+got|i
 _PART = r"(?:[a-z]+ed|[a-z]+en|reset|set|put|cut|shut|sent)"
 _PARTICLE = r"(?:back|up|down|out|over|forward|ahead)"
 # when or where a thing happens: "the standup starts at 9", "our club meets on Tuesday" (grm/policy/extract.py)
-EVENT_VERB = (r"(?:starts?|begins?|ends?|finish(?:es)?|opens?|closes?|lands?|arrives?|leaves?|departs?|meets?|runs?|expires?|"
-              r"happens?|takes?\s+place|is\s+held|are\s+held)")
+EVENT_VERB = (r"(?:starts?|begins?|ends?|finish(?:es)?|opens?|closes?|lands?|arrives?|comes?|leaves?|departs?|meets?|runs?|"
+              r"expires?|happens?|takes?\s+place|is\s+held|are\s+held)")
 _OTHER = r"(?:new|different|replacement|another)"  # "I got a different locker: 87"
 # an active change with no old value: "the meeting moved to Friday", "the rent went up to 1450"
 _TO_VERB = (r"(?:moved|changed|switched|shifted|rescheduled|postponed|pushed|bumped|reset|updated|rotated|delayed|"
@@ -143,7 +144,8 @@ _OPENER = re.compile(r"^\s*(?:fyi|btw|by\s+the\s+way|actually|heads\s+up|(?:quic
                      r"note|reminder|psa|so)\b[\s,:-]*", re.IGNORECASE)
 # clauses: at ; and : (not inside a time, "9:30"), and at , / so / and / but / then
 _PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s+[—–-]+\s+|\s*[—–]\s*|\s+(?:now\s+that|since|because|ever\s+since)\s+|"
-                    r"\s*,\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+", re.IGNORECASE)
+                    r"\s*,(?!(?<=\d,)\d{3}(?!\d))\s*(?:(?:so|and|but|then)\s+)?|\s+(?:so|and|but|then)\s+",
+                    re.IGNORECASE)  # not at the comma of "$1,975"
 # a value stops before a subordinate clause: "RT-88 after I re-registered the car" -> "RT-88"
 _TRAIL = re.compile(r"\s+(?:after|because|since|when|until|while|as\s+of|so|now|these\s+days|nowadays|"
                     r"from\s+now\s+on|any\s*more|starting|beginning|effective|from\s+next|next\s+(?:week|month|year)|"

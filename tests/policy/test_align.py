@@ -44,7 +44,7 @@ def said(mem, first, then):
     # a full date; a passive first statement; "Wi-Fi" and "wifi" are one word
     ("My visa expires on 3 May 2026.", "Got the visa extended, it expires on 9 October 2027 now.", "9 October 2027"),
     ("The bins are emptied on Monday mornings.", "The council changed the schedule, so the bins go out on Thursdays now.",
-     "Thursdays"),
+     "Thursday mornings"),
     ("The guest Wi-Fi is Harbor5.", "We changed the guest wifi to Lantern9.", "Lantern9"),
     # a value of several Names; a sentence opened by an adverb or a verb; "going forward"
     ("My gym is the Apex on Mill Road.", "Cancelled my Apex membership, joined Harbor Fitness instead.",
@@ -68,6 +68,16 @@ def said(mem, first, then):
     ("My van's registration is LM62 RTX.", "Traded the van in, the new plate is PX70 KDD.", "PX70 KDD"),
     # the rules read "my lessons are with Mr. Holt" as a claim naming no old value: the named fact is read
     ("My piano teacher is Ms. Ruiz.", "Ms. Ruiz retired. My lessons are with Mr. Holt now.", "Mr. Holt"),
+    # an amount with a thousands comma; a pronoun is no Name; "report to" for a manager; "went to"
+    ("Our mortgage payment is $2,140 a month.", "The bank raised the mortgage payment to $2,310 this year.", "$2,310"),
+    ("My brother lives in Ghent.", "My brother moved out! He found a flat in Leuven so that's where he lives now.",
+     "Leuven"),
+    ("My manager is Oona Reyes.", "after the reorg i report to Felix Brandt now", "Felix Brandt"),
+    ("My reading glasses are +1.50.", "Optician said my glasses went to +2.00 this year.", "+2.00"),
+    ("I have a yoga class on Monday evenings.", "yoga moved to wednesdays", "Wednesday evenings"),
+    # an amount keeps its currency; a password with a symbol inside
+    ("I pay $8.50 a month for Netflix.", "netflix went up to 9.99 for me", "$9.99 a month"),
+    ("Our router password is heron55.", "Kestrel#2025 is the new router password, the old one leaked", "Kestrel#2025"),
 ])
 def test_an_update_no_rule_reads_supersedes_the_fact_it_names_or_touches(mem, first, then, want):
     mem.observe(first, evidence_id="t#1", now=1.0)

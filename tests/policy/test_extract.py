@@ -31,6 +31,15 @@ def claims(text):
     ("The bike pump is kept under the stairs.", [("The bike pump", "is", "under the stairs")]),
     ("The kids' art classes are on Friday afternoons.", [("The kids' art classes", "is", "Friday afternoons")]),
     ("The spare tyres are in the garage.", [("The spare tyres", "is", "in the garage")]),
+    # a thing of mine on a day; a setting of mine; a delivery that comes on a day
+    ("I have a yoga class on Monday evenings.", [("my yoga class", "is", "Monday evenings")]),
+    ("We have our standup at 9:15.", [("our standup", "is", "9:15")]),
+    ("I have a lot on Friday.", []),
+    ("I set my heating budget at $90.", [("my heating budget", "is", "$90")]),
+    ("Our veg box comes on Wednesdays.", [("Our veg box", "is", "Wednesdays")]),
+    ("I pay $8.50 a month for Netflix.", [("I", "pay for Netflix", "$8.50 a month")]),
+    # "!" inside a word ends no sentence
+    ("The door code is Otter!77 now.", [("The door code", "is", "Otter!77")]),
 ])
 def test_rules_find_claims(text, want):
     assert claims(text) == want
