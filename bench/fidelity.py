@@ -441,8 +441,10 @@ def _table(res: dict) -> list[str]:
             "at the start of session 9 and first run on the frozen code (fidelity-fresh6-first-run.md): its blind "
             "figure; the reader was then widened after reading its rows (where someone lives, passive places, a "
             "move, 'upped ... to', codes in capitals), so later FRESH-6 rows are tuned. FRESH-7 (30 updates) was "
-            "written blind by a helper in the middle of session 9 and first run on the final code of that session "
-            "(fidelity-fresh7-first-run.md).",
+            "written blind by a helper in the middle of session 9 and first run on the code of 064dae2 "
+            "(fidelity-fresh7-first-run.md): its blind figure; the reader was then widened after reading its rows "
+            "(amounts with a thousands comma, symbols inside codes, 'I have a class on', 'I pay X for', 'I set my X "
+            "at'), so later FRESH-7 rows are tuned too. No split is blind to the code of 95166a3.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in res["updates"]:
         for r in u["rows"]:

@@ -71,7 +71,7 @@ def led(question: str, lead: str | None) -> str:
 
 def question_read(ctx: Context, question: str, read: Sequence[str] = ()) -> tuple[list[int], str | None]:
     """The tokens read after memory for `question` and the lead they end with (None: none):
-    RuntimeConfig.lead "rules" (default) as `question_text`; "model" also asks the model for a
+    RuntimeConfig.lead "rules" as `question_text`; "model" (the default) also asks the model for a
     question no rule covers (grm/runtime/model_lead.py); "off" reads the question plain. The
     answer returned begins with the lead, so "What is my locker code?" answers "Your locker code
     is 4721.". `read`: the texts mounted before it, whose preposition the lead takes (`fit_lead`)."""
