@@ -267,14 +267,15 @@ def _be(predicate: str) -> bool:
 def _linked(text: str, fact: Fact, k: str, a: int, b: int) -> bool:
     """Between a word of the fact's subject and the span text[a:b] is a link (`_LINK`, the kind's
     verbs, or a verb of the fact's own statement: "meets" for "the book club meets at ...")."""
-    own = _content(fact.statement) - _topic(fact) - _content(fact.value)
+    topic = _topic(fact)
+    own = _content(fact.statement) - topic - _content(fact.value)
     link = _LINK_OF.get(k)
     if k in ("time", "day") and re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE):
         return True  # "The council changed the route, so recycling gets picked up on Tuesdays"
     if re.search(rf"\b{_CHANGED}\b[^.!?;]*\bto\s+$", text[:a], re.IGNORECASE):
         return True  # "Doctor upped my blood pressure pills to 10 mg"
     for m in re.finditer(r"[\w'’-]+", text):
-        if not _content(m.group()) & _topic(fact):
+        if not _content(m.group()) & topic:
             continue
         gap = text[m.end():a] if m.end() <= a else text[b:m.start()]
         if (not _content(gap) or _LINK.search(gap) or (link and link.search(gap)) or _content(gap) & own

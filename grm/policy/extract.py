@@ -198,7 +198,7 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
             return make("I" if m["s"].casefold() == "i" else "we", verb, v)
     if m := _LIKE.search(clause):
         return make("I", m["p"].casefold(), m["v"])
-    if (h := _HAVE_ON.match(clause.strip())) and _is_value(_clean_value(h["v"]) or "x"):
+    if (h := _HAVE_ON.match(clause.strip())) and (v := _clean_value(h["v"])) is not None and _is_value(v):
         whose = "my" if h["s"].casefold() == "i" else "our"
         p = make(f"{whose} {h['n']}", "is", h["v"])  # "I have a pottery class on Thursdays": my pottery class
         said = f"{whose.capitalize()} {h['n']} is {h['p'].casefold()} {p.value}" if p else ""
@@ -208,7 +208,7 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))  # as said
     if (t := _SET.match(clause.strip())) and _is_number(_clean_value(t["v"]) or ""):
         return make(t["o"], "is", t["v"])  # "I set my grocery budget at $600": my grocery budget is $600
-    if (m := _THEIR_PLACE.match(clause.strip())) and (_is_name(_clean_value(m["v"]) or "x")
+    if (m := _THEIR_PLACE.match(clause.strip())) and (_is_name(_clean_value(m["v"]) or "")
                                                        or _PLACE.match(f"{m['p']} {m['v'].strip().rstrip('.!')}")):
         verb = "is based" if m["verb"].casefold().startswith("is") else m["verb"].casefold()
         return make(m["s"], f"{verb} {m['p'].casefold()}", m["v"])

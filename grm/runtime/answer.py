@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
@@ -69,7 +69,7 @@ def led(question: str, lead: str | None) -> str:
     return QUESTION_TEMPLATE.format(q=question) + (f" {lead}" if lead else "")
 
 
-def question_read(ctx: Context, question: str, read: Sequence[str] = ()) -> tuple[list[int], str | None]:
+def question_read(ctx: Context, question: str, read: Iterable[str] = ()) -> tuple[list[int], str | None]:
     """The tokens read after memory for `question` and the lead they end with (None: none):
     RuntimeConfig.lead "rules" as `question_text`; "model" (the default) also asks the model for a
     question no rule covers (grm/runtime/model_lead.py); "off" reads the question plain. The
@@ -90,11 +90,12 @@ _LEAD_PREP = ("in", "on", "at")
 _FIT_PREP = re.compile(r"\s+(in|on|at|with|from|by|near|under|behind|inside|beside)\b", re.IGNORECASE)
 
 
-def fit_lead(lead: str | None, read: Sequence[str]) -> str | None:
+def fit_lead(lead: str | None, read: Iterable[str]) -> str | None:
     """`lead` ending in a preposition the rules guessed ("Where is the printer?" -> "The printer
     is in") takes the one a text read says after the same words instead ("The printer is on
     floor 5" -> "The printer is on"): a small model follows the lead's "in" away from a fact said
-    with "on". The first text (best routed) that says the lead's words decides; none: unchanged."""
+    with "on". The first text (best routed) that says the lead's words decides; none: unchanged.
+    `read` is iterated only this far: a lazy one costs nothing for a lead without a preposition."""
     words = (lead or "").split()
     if len(words) < 3 or words[-1].casefold() not in _LEAD_PREP:
         return lead

@@ -25,10 +25,11 @@ routed digest to its best source turn (descent); grm/runtime/policy_glue.py.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -54,7 +55,7 @@ TURN_STOPS = ("\nUser:", "\nAssistant:")  # the model starting the next exchange
 MAX_TURN_CHARS = 16_000
 
 
-def turn_read(text: str, lead: bool = True, read: Sequence[str] = ()) -> tuple[str, str | None]:
+def turn_read(text: str, lead: bool = True, read: Iterable[str] = ()) -> tuple[str, str | None]:
     """A chat turn as read ("User: <text>\nAssistant:") and the lead its answer begins with: a
     question a lead rule covers (grm/runtime/lead.py), asked while memory has something mounted,
     is answered after "Your locker code is" (`lead`: the runtime's lead choice is not "off" and
@@ -152,7 +153,7 @@ class ChatSession:
                              mounted=[graft_mount(r) for r in routed], why=[r.why() for r in routed],
                              timings={"route_s": round(t_route - t0, 4), "total_s": round(t_route - t0, 4)})
         mounts = mount_routed(ctx, routed, live)
-        read = [r.graft.text for r in routed] + [ctx.grafts.get(gid).text for gid in reversed(live)]
+        read = itertools.chain((r.graft.text for r in routed), (ctx.grafts.get(gid).text for gid in reversed(live)))
         prompt, lead = turn_read(text, ctx.config.lead != "off" and bool(routed), read)
         prompt_ids = tok.encode(prompt)
         sinks = ctx.exact.sinks()
