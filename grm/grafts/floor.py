@@ -29,6 +29,20 @@ DEFAULT_FLOOR = 0.449  # calibrated on the tuning split of bench/fidelity.py; se
 ABSTAIN_LINE = "I don't have anything in memory about that."
 OTHER_WEIGHT = 0.25  # a content word outside the question's noun phrases ("ride", "opens") weighs this much
 _ANSWER_KIND = frozenset({"name", "called"})
+# a word naming the kind of value asked for ("What day ...?", "At what time ...?") is found in a
+# text holding a value of that kind, whatever its words: "comes on Sunday" answers "what day"
+_MONTHS = (r"(?:january|february|march|april|(?-i:May)|june|july|august|september|october|november|december|"
+           r"jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\b\.?")
+_KIND_VALUE = {
+    "day": re.compile(r"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*day|\bweekends?\b|\b\d{1,2}(?:st|nd|rd|th)\b|"
+                      rf"\b{_MONTHS}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+(?:of\s+)?{_MONTHS}", re.IGNORECASE),
+    "date": re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)\b|\b{_MONTHS}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+(?:of\s+)?{_MONTHS}|"
+                       r"\b\d{1,4}[/-]\d{1,2}[/-]\d{1,4}\b", re.IGNORECASE),
+    "time": re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight|midday)\b",
+                       re.IGNORECASE),
+    "year": re.compile(r"\b(?:1[89]|20)\d{2}\b"),
+    "month": re.compile(rf"\b{_MONTHS}", re.IGNORECASE),
+}
 _DETERMINERS = frozenset("my our the what which whose your their his her".split())
 _QUESTION_SENTENCE = re.compile(r"[^.!?\n]*\?")
 _ASK = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how|do|does|did|is|are|was|were|can|could|"
@@ -50,7 +64,8 @@ def stem(word: str) -> str:
 
 def terms(text: str) -> set[str]:
     """Content words of `text` (stemmed; function words dropped)."""
-    return {stem(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and w.strip("'-")}
+    out = {stem(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and w.strip("'-")}
+    return {t for t in out if t not in _STOP}  # "What's", "who's" are function words too
 
 
 def question_terms(question: str) -> set[str]:
@@ -149,7 +164,8 @@ def support(question: str, texts: Sequence[str], freq: DocumentFrequencies) -> t
     topic = topic_terms(question) & want or want
     have: set[str] = set()
     for text in texts:
-        have |= terms(declarative(text))
+        said = declarative(text)
+        have |= terms(said) | {k for k in want & _KIND_VALUE.keys() if _KIND_VALUE[k].search(said)}
 
     def weight(t: str) -> float:
         return freq.idf(t) * (1.0 if t in topic else OTHER_WEIGHT)

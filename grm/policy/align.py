@@ -15,26 +15,33 @@ an update is read against each live fact (`aligned`):
    "Piano lessons" touches "My piano lesson"; a claim of I/we by its object's words: "beans" for
    "I buy my coffee beans from Blue Door"), when the turn holds one code of its old code's shape
    ("TP1361" for "TP1357"), or, at the lowest rank, through a word of the same everyday subject
-   (`_FAMILY`: "my teeth" for the dentist, "ported my number" for the phone plan). The one named
-   fact is taken; else the best-touched fact the turn holds a new value for (a tie: none; a
-   code of the old code's shape breaks one). A fact of where someone lives or stays is touched
-   by a move ("My sister moved to Valencia"). A touched fact needs its new value linked to the
+   (`_FAMILY`: "my teeth" for the dentist, "ported my number" for the phone plan). A Name is
+   named by a word of its own, not by a generic head ("Street" names no "Elm Street"). The one
+   named fact is taken; else the best-touched fact the turn holds a new value for: the one
+   whose statement's words the turn says most ("moved my loan due date" is the loan's, not "our
+   wedding date"'s), then by the share of its subject's (a tie: none; a code of the old code's
+   shape breaks one). A fact of where someone lives or stays is touched by a move ("My sister
+   moved to Valencia"; "we moved!" for "I live at ..."). A touched fact needs its new value linked to the
    subject's words (a be or change verb, the fact's own verb, "new", "I'm", right beside it, or
    a change verb before them and "to" before it: "upped my pills to 10 mg"), so "My sister now
    works at Globex" does not update "my sister is Alice"; one touched through a related word
    needs the value right after "to", "is", "with" ... (`_ANCHOR`) or as the doer opening the
    sentence ("Marcus Feld is handling my taxes").
-3. The new value is the one span in the turn of the old value's kind, not the old value and not
-   a word of the subject: a time ("10 am"), a day or date ("Thursdays", "the 21st"), a number
+3. The new value is the one span in the turn of the old value's kind (of a value of several
+   kinds, "on Tuesdays at 4pm", the kind the turn says a new one of), not the old value and not
+   a word of the subject: a street address ("307 Birchwood Ave", changed whole), a time ("10
+   am"), a day or date ("Thursdays", "the 21st"), a number
    or code ("9047", "RT-8823", "KX19 PLM"; a number's new value is a number), a Name ("Ms.
-   Ortiz", "Mint Mobile"; "a ThinkPad X1 Carbon" is a Name holding a code; a sentence's first
+   Ortiz", "Mint Mobile"; "a ThinkPad X1 Carbon" is a Name holding a code; Names joined by "of
+   the", "and", "over on" are one, "Klara and the Sun"; a sentence's first
    word that reads as an adverb or verb, "Honestly", "Joined", is none; in a turn typed all
    lowercase, what follows a verb or preposition: "im on a macbook air now"), or a place ("in
    the shed"; places said one after another are one, "on the hook in the garage") for a value
    said as one. Several spans: the ones right after "to", "is", "now", ":", "at", "with" ... ;
    still several, or none: nothing is read.
 4. The proposal is the fact's own claim with its value's span swapped ("stored in the basement"
-   -> "stored in the shed"); it names the old value only when the turn did, so the conflict rules
+   -> "stored in the shed"; a unit said with the new amount said once, "$1425/month" for "$1350 a
+   month"); it names the old value only when the turn did, so the conflict rules
    (grm/policy/rules.py, rule 7) let an unnamed one replace only a fact it ranks as high as.
 
 Plain values ("oolong", "really nice") have no kind to find again, and a turn touching no word of
@@ -59,6 +66,9 @@ _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|
 _DAY = re.compile(rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?{_MONTH}(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}})?\b"
                   rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
                   re.IGNORECASE)
+# a street address: "12 Alder Road", "307 Birchwood Ave" (its number alone is no code to change)
+_ADDRESS = re.compile(r"\b\d+[a-z]?\s+(?:[\w'’-]+\s+){1,3}?(?:street|st|road|rd|avenue|ave|lane|ln|drive|dr|boulevard|blvd|"
+                      r"way|court|ct|place|pl|terrace|close|crescent|square|parkway|pkwy|highway|hwy)\b\.?", re.IGNORECASE)
 # a code: "$1,975", "Marigold!2024" (a symbol inside a word is part of it); one in capitals goes on
 # over a short group of capitals: "KX19 PLM", "SW1A 1AA"
 _CODE = re.compile(r"(?<![\w#@$£€!*&+=-])[#@$£€]?(?:[\w-]|[!@#%&*+=](?=\w))*\d(?:[\w./-]|,\d{3}(?!\d)|[!@#%&*+=](?=\w))*"
@@ -80,14 +90,16 @@ _NOT_A_CLAIM = re.compile(r"\?|\b(?:if|maybe|might|perhaps|whether|thinking\s+(?
 # subject needs one ("Lena introduced me to her new boss, Karl" is no update of "my hairdresser")
 _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these\s+days|nowadays|from\s+now\s+on|"
                    r"(?:going|moving)\s+forward|henceforth|took\s+over|taking\s+over|"
-                   r"retired|left|quit|dropped|replaced|switched|moved|closed|stopped|sold|gone|not)\b", re.IGNORECASE)
+                   r"retired|left|quit|dropped|ditched|traded|cancell?ed|got\s+rid\s+of|replaced|switched|moved|closed|stopped|sold|"
+                   r"gone|not)\b", re.IGNORECASE)
 # what links a touched subject to the new value said beside it: be, a change, "new", a label, or
 # (by kind) an event's verb or a place's: "the storage locker is 402", "Swimming class shifted to
 # Wednesdays", "the shuttle goes at 8:15", "the bike lives in the shed"; never "my sister now works
 # at Globex" (a claim of another predicate, not the fact's)
 _CHANGED = (r"(?:(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
             r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower|upp|doubl|halv)"
-            r"(?:e|es|ed|ing)?|(?:went|gone|go(?:es)?)\s+(?:up|down|to)|rose|dropped)")
+            r"(?:e|es|ed|ing)?|(?:went|gone|go)\s+(?:up|down|to)|(?:goes|going)\s+(?:up|down)|rose|dropped)")
+# ("goes to" is a habit, "my dog goes to Greenfield", not a change; "went to $12.99" is one)
 _LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|i['’]?m|we['’]?re|"
                    rf"{_CHANGED})\b"
                    r"|['’]s\b|:", re.IGNORECASE)
@@ -103,6 +115,8 @@ _LOWER_NAME = re.compile(r"\b(?:to|is|are|now|with|on|at|using|use|uses|got|have
                          r"(?:(?:a|an|the)\s+)?(?P<np>(?!(?:my|our|your|his|her|their|it|this|that)\b)[a-z0-9][\w'’&.-]*"
                          r"(?:\s+(?!(?:now|these|from|this|starting|instead|again|for|since|today|yesterday|and|but|so|"
                          r"because|as|at|in|on|with|to|too|any|anymore|though|btw|lol|is|was)\b)[a-z0-9][\w'’&.-]*){0,2})")
+_JOINERS = frozenset("of the and de van on at in over".split())
+_JOINS = re.compile(rf"\s+(?:(?:{'|'.join(_JOINERS)})\s+){{1,3}}")  # between the words of one Name
 _OPENS = re.compile(r"(?:^|[.!?;:]\s*|\n\s*)$")  # a sentence starts here
 # a sentence's first word read as an adverb or a verb, no Name: "Honestly", "Going", "Joined" ("Alfred",
 # "Mildred" stay Names)
@@ -111,24 +125,38 @@ MAX_WORDS = 60  # a longer turn (a pasted text) is no plain update
 # capitalized words that are no Name: sentence openers, pronouns, days (found as days)
 _NOT_NAMES = frozenset("i i'm i've i'll we we're we've they the a an my our your it it's this that there so and but "
                        "from starting since as of when then also just hi hey ok okay fyi btw heads update yes no "
-                       "well oh actually she he his her him its their them you me us".split())
+                       "well oh actually she he his her him its their them you me us please thanks".split())
+
+
+def kinds(value: str) -> list[str]:
+    """The kinds of value `value` holds, the first what it is (`kind`): "on Tuesdays at 4pm" is
+    a time and a day."""
+    out = [k for k, p in (("address", _ADDRESS), ("time", _TIME), ("day", _DAY)) if p.search(value)]
+    names = _names(value)
+    if _CODE.search(value) and not any(b - a > len(c) for a, b in names for c in _CODE.findall(value[a:b])):
+        out.append("code")  # "RT-8823", "room 4"; "a ThinkPad X1 Carbon" is a Name holding a code
+    elif names:
+        out.append("name")
+    if not out and _PLACE.search(value):
+        out.append("place")
+    return out
 
 
 def kind(value: str) -> str | None:
     """What kind of value `value` is: time, day, code, name, place (a value said with its
     preposition and a noun, "stored in the basement") or None (plain words)."""
-    if _TIME.search(value):
-        return "time"
-    if _DAY.search(value):
-        return "day"
-    names = _names(value)
-    if _CODE.search(value) and not any(b - a > len(c) for a, b in names for c in _CODE.findall(value[a:b])):
-        return "code"  # "RT-8823", "room 4"; "a ThinkPad X1 Carbon" is a Name holding a code
-    if names:
-        return "name"
-    if _PLACE.search(value):
-        return "place"
-    return None
+    return next(iter(kinds(value)), None)
+
+
+def _kind_in(value: str, text: str) -> str | None:
+    """The kind of `value` the turn says a value of: "lessons are on thursdays now, same time"
+    changes the day of "on Tuesdays at 4pm", not its time."""
+    ks = kinds(value)
+    for k in ks:
+        core = _core(value, k)
+        if core and any(not _said(value[core[0]:core[1]], v, k) for *_, v in _spans(text, k)):
+            return k
+    return next(iter(ks), None)
 
 
 def _names(text: str) -> list[tuple[int, int]]:
@@ -143,6 +171,8 @@ def _names(text: str) -> list[tuple[int, int]]:
             words = words[1:]
         if words and not _DAY.fullmatch(" ".join(words)):
             start = text.index(words[0], start)
+            if out and _JOINS.fullmatch(text[out[-1][1]:start]):
+                start = out.pop()[0]  # "Klara and the Sun", "Dr. Abernathy over on Cedar Street": one Name
             out.append((start, m.end()))
     return out
 
@@ -162,7 +192,7 @@ def _spans(text: str, k: str) -> list[tuple[int, int, str]]:
             else:
                 out.append((m.start(), m.end(), said))
         return out
-    pattern = {"time": _TIME, "day": _DAY, "code": _CODE}[k]
+    pattern = {"address": _ADDRESS, "time": _TIME, "day": _DAY, "code": _CODE}[k]
     out = [(m.start(), m.end(), m.group()) for m in pattern.finditer(text)]
     if k == "code":  # a time's or a date's digits are not a code
         taken = [(m.start(), m.end()) for p in (_TIME, _DAY) for m in p.finditer(text)]
@@ -202,6 +232,7 @@ _FAMILY = [frozenset(f.split()) for f in (
     "coffee bean espresso roaster",
     "pharmacy pharmacist prescription meds medication",
     "landlord rent lease",
+    "electricity electric power energy utility supplier",
     "therapist therapy counselor counsellor",
     "lawyer attorney solicitor",
     "physio physiotherapist physiotherapy",
@@ -240,6 +271,11 @@ def _topic(f: Fact) -> frozenset[str]:
 
 
 _TITLE_WORDS = ("dr", "mr", "mrs", "ms", "prof")
+# the common noun a Name ends in: what kind of place it is, not which ("Cedar Street", "Riverside Clinic")
+_HEADS = frozenset("street st road rd avenue ave lane ln drive dr boulevard blvd way place court square park center "
+                   "centre clinic hospital school college university academy club cafe café restaurant bar hotel inn "
+                   "bank company co inc ltd llc group team studio salon shop store market gym hall house building "
+                   "tower station airport office church library museum city town village county".split())
 
 
 def _said(value: str, text: str, k: str | None = None) -> bool:
@@ -247,9 +283,10 @@ def _said(value: str, text: str, k: str | None = None) -> bool:
     of its words of 3 letters or more, plural-folded ("Priya" says "Priya Raman", "the Ghosts"
     says "the Brooks Ghost", "civic" says "a Honda Civic")."""
     words = [w for w in re.findall(r"[\w-]+", value.casefold()) if w not in FUNCTION_WORDS and w not in _TITLE_WORDS]
-    if k == "name":
+    if k == "name":  # by a word of its Names, not a generic head ("Street" says no "Elm Street")
+        names = {w for a, b in _names(value) for w in re.findall(r"[\w-]+", value[a:b].casefold())} - _JOINERS or set(words)
         said = _content(text)
-        return any(len(w) >= 3 and stem(w) in said for w in words)
+        return any(len(w) >= 3 and w in names and w not in _HEADS and stem(w) in said for w in words)
     return bool(words) and all(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text, re.IGNORECASE) for w in words)
 
 
@@ -310,15 +347,19 @@ def may_update(text: str) -> bool:
     """Whether `aligned` could read `text` at all (a short statement with a change cue): the
     caller need not list the facts for a turn that cannot be an update."""
     text = text.strip()
-    return bool(text) and len(text.split()) <= MAX_WORDS and not _NOT_A_CLAIM.search(text) and bool(
+    aside = re.sub(r"\([^()]*\)", " ", text)  # "(kitchen fire??)" asks nothing of the claim around it
+    return bool(text) and len(text.split()) <= MAX_WORDS and not _NOT_A_CLAIM.search(aside) and bool(
         _CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE))
 
 
-def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed: bool = False) -> FactProposal | None:
+def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed: bool = False,
+            disputed: frozenset[str | None] = frozenset()) -> FactProposal | None:
     """The update `text` makes to one of `facts` (live, single-valued, mutable ones are read),
     as a proposal in that fact's words, or None (module docstring). `claimed`: the rules read the
     turn as an update of a subject memory does not hold ("I switched my bank from Chase to
-    Ally"), so a fact it only names the old value of ("my credit card is Chase") is not it."""
+    Ally"), so a fact it only names the old value of ("my credit card is Chase") is not it.
+    `disputed`: kinds of old values the rules read that memory does not hold: a fact whose value
+    is of one of them is left to the review ("from Citi to Ally" where memory holds Chase)."""
     if not may_update(text):
         return None
     text = text.strip()
@@ -327,7 +368,7 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
     for f in facts:
         if f.state != "active" or not f.mutable or f.key[1] in MULTI_VALUED:
             continue
-        k = kind(f.value)
+        k = _kind_in(f.value, text)
         core = _core(f.value, k) if k else None
         if core is None:
             continue
@@ -339,11 +380,15 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
                 named.append((f, k, core))
             continue
         shaped = k == "code" and bool(_shape(old)) and sum(_shape(v) == _shape(old) for *_, v in _spans(text, k)) == 1
-        if share > 0 and (_be(f.predicate) or _content(f.predicate) & mine or (_MOVES.search(text) and _content(
-                f.predicate) & _RESIDES)):  # "My sister moved to Valencia" for "my sister lives in Porto"
+        moved = bool(_MOVES.search(text)) and bool(_content(f.predicate) & _RESIDES)
+        if (share > 0 or (moved and not topic)) and (_be(f.predicate) or _content(f.predicate) & mine or moved):
+            # "My sister moved to Valencia" for "my sister lives in Porto", "we moved!" for "I live at ..."
             # "lives in" is read only where the turn says "live"; a code of the old one's shape
             # ranks it above a fact touched alike ("the new plate is RD23 WTA" for "my car's registration")
-            touched.append((share + _SAME_SHAPE * shaped, f, k, core))
+            # ranked by how many words of its statement (less the old value) the turn says, then by the
+            # share of its subject's: "moved my loan due date" is the loan's, not "our wedding date"'s
+            said = (_content(f.statement) - _content(old)) & mine
+            touched.append((len(said) + share / 2 + _SAME_SHAPE * shaped, f, k, core))
         elif shaped:
             touched.append((0.5, f, k, core))  # "They rebooked me onto TP1361" for "my flight is TP1357"
         elif _families(topic) & _families(mine):
@@ -361,7 +406,7 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
         _, f, k, core, new = found[0]
     else:
         return None
-    if new is None:
+    if new is None or kind(f.value) in disputed:
         return None
     if k == "code" and f.value[core[0]] in "$£€" and new[:1].isdigit():
         new = f.value[core[0]] + new  # "$11.99" -> "$12.99" where the turn said "12.99"
@@ -372,7 +417,12 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
             new = re.sub(r"(?<=day)s\b", "", new, flags=re.IGNORECASE)
     before = re.sub(r"\b(an?)\s+$", lambda m: ("an " if new[:1].casefold() in "aeiou" else "a ") if new[:1] else m[0],
                     f.value[:core[0]])  # "a Pixel" -> "an iphone"
-    value = before + new + f.value[core[1]:] if k != "place" else f.value[:core[0]] + new
-    said = f"{f.subject} {f.predicate} {value}"
+    after = f.value[core[1]:]
+    if k == "code":  # "$1425/month" for "$1350 a month", "40mg" for "20 mg ...": the unit is said once
+        new = re.sub(r"/(?:month|mo|week|wk|year|yr|day|hour|hr)$", "", new) if re.match(r"\s+(?:a|an|per)\s", after) else new
+        after = re.sub(rf"^\s*{re.escape(m[0])}\b", "", after) if (m := re.search(r"[a-z]+$", new, re.I)) else after
+    value = before + new + after if k != "place" else f.value[:core[0]] + new
+    # the fact's own words, its value changed ("My son's practice starts at 6:15"), where it says its value once
+    said = f.statement.replace(f.value, value) if f.statement.count(f.value) == 1 else f"{f.subject} {f.predicate} {value}"
     return FactProposal(f.subject, f.predicate, value, said[0].upper() + said[1:], intent=intent,
                         replaces=f.value if named else "")

@@ -31,6 +31,11 @@ before a new "my"/"I"/"the"), skipping questions, negations and conditionals:
     I|we pay Y for X           -> (I, pay for X, Y)       Y an amount ("I pay $11.99 a month for Spotify")
     my|our X lives|works|stays in|at Y -> (my X, lives in, Y)  where someone is ("my sister Priya lives
                                                           in Leeds"), Y a Name or a place
+    my|our X V-s (prep) Y      -> (my X, V prep, Y)       a habit, last: "my dog goes to Greenfield Vets",
+    I|we V (prep) Y                                       "my gym costs $45 a month", "I drive a Honda Civic";
+                                                          Y a Name in its first three words (for my X a
+                                                          number too); no past, no verb of thought or saying
+    the X at|of|for my Y is Z  -> (the X at my Y, is, Z)  "the gate code at my building is 2580"
 
 A value may be a day with its part of the day ("Thursday evenings").
 
@@ -52,7 +57,7 @@ from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, TIME_WORDS, FactPropo
 from grm.policy.updates import EVENT_VERB, expand, parse_update
 
 MAX_VALUE_CHARS = 200
-MAX_SUBJECT_WORDS = 6
+MAX_SUBJECT_WORDS = 8
 
 # a period ends a clause unless it is inside a number (3.5) or ends a title ("Dr. Okafor")
 _TITLES = "".join(rf"(?<!\b{t})" for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Prof", "Jr", "Sr", "Mt"))
@@ -62,6 +67,7 @@ _CLAUSE = re.compile(r"[!?](?![^\s!?])|[;\n]|" + _TITLES + r"(?:(?<!\d)\.|\.(?!\
                      re.IGNORECASE)
 _POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our|(?-i:[A-Z])[\w-]*['’]s)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)",
                          re.IGNORECASE)
+_HEAD_OF = re.compile(r"\s*(?:the|my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}\s+(?:at|of|for|in|on)\s+", re.IGNORECASE)
 _NAME = re.compile(r"\b(?:call me|i am called|i'm called)\s+(?P<v>.+)", re.IGNORECASE)
 _AGE = re.compile(r"\bi(?:\s+am|'m)\s+(?P<v>\d{1,3})\s+years?\s+old\b", re.IGNORECASE)
 _LIVE = re.compile(r"\bi\s+live\s+in\s+(?P<v>.+)", re.IGNORECASE)
@@ -103,6 +109,19 @@ _SET = re.compile(r"^(?P<s>i|we)\s+(?:have\s+)?(?:set|keep|kept)\s+(?P<o>(?:my|o
 # "I pay $11.99 a month for Spotify": what I pay for a thing
 _PAY = re.compile(r"^(?P<s>i|we)\s+(?:now\s+|currently\s+)?pay\s+(?P<v>[$£€]?\d[\d,.]*(?:\s+[a-z]+){0,3}?)\s+for\s+"
                   r"(?P<o>(?:my|our|the)?\s*[\w'’-]+(?:\s+[\w'’-]+){0,2})$", re.IGNORECASE)
+# "my dog goes to Greenfield Animal Hospital", "my gym membership costs $45 a month", "I drive a
+# silver Honda Civic": a habit of mine said with a present verb (`_habit`)
+_HABIT_OF = re.compile(r"^(?:i|we|(?:my|our)\s+[\w'’-]+(?:\s+[\w'’-]+){0,3}?)\s+", re.IGNORECASE)
+_HABIT_PREP = frozenset("to at from with by on in for".split())
+_HABIT_ADVERB = frozenset("usually always currently still".split())
+_NOT_HABIT = frozenset("think thinks know knows guess believe believes feel feels hope hopes wish want wants need needs "
+                       "mean means say says tell tells suppose reckon bet doubt hear hears remember "
+                       "remembers forget forgets like likes love loves hate hates seem seems look looks sound sounds "
+                       "miss misses is was has does "
+                       # a past is no habit: "I left Telia for Tele2"
+                       "left got went took made bought sold had came saw met gave told found ran paid sent spent kept "
+                       "brought thought felt won lost began wrote drove flew ate put set quit heard knew became chose "
+                       "switched".split()) | _NOT_DOING
 _PART_OF_DAY = re.compile(r"[A-Z][a-z]+s?\s+(?:mornings?|afternoons?|evenings?|nights?|lunchtimes?)")  # "Thursday evenings"
 _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
 _GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+(?P<be>is|are)\s+(?P<v>.+)", re.IGNORECASE)
@@ -163,8 +182,9 @@ def _subject_ok(s: str) -> bool:
     return 0 < len(s.split()) <= MAX_SUBJECT_WORDS and len(s) <= MAX_FIELD_CHARS
 
 
-def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
-    """The one claim a clause makes under the rules above, or None."""
+def parse_clause(clause: str, intent: str = "inferred", habits: bool = True) -> FactProposal | None:
+    """The one claim a clause makes under the rules above, or None. `habits`: read a habit of
+    mine too (`_habit`; the update reader has its own "we use X now")."""
     low = norm(clause)
     if not low or low.startswith(_SKIP_START):
         return None
@@ -183,7 +203,8 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
     if m := _AGE.search(clause):
         return make("my age", "is", m["v"])
     if m := _POSSESSIVE.search(clause):
-        return make(m["s"], m["p"].casefold(), m["v"])
+        head = _HEAD_OF.fullmatch(clause[:m.start("s")])  # "The gate code at my apartment complex is 2580"
+        return make(head[0] + m["s"] if head else m["s"], m["p"].casefold(), m["v"])
     if m := _LIVE.search(clause):
         return make("I", "live in", m["v"])
     if (m := _WHERE.match(clause.strip())) and m["verb"].casefold() in _WHERE_VERBS:
@@ -237,6 +258,33 @@ def parse_clause(clause: str, intent: str = "inferred") -> FactProposal | None:
         if v is not None and subject_ok and _PLACE.match(v):
             p = make(s, "is", v)  # "the spare key is under the mat": the place, its preposition kept
             return None if p is None else replace(p, statement=f"{p.subject} {be} {v}")
+    if habits and (h := _habit(clause.strip().rstrip(".!"))):
+        p = make(*h)
+        return None if p is None else replace(p, statement=clause.strip().rstrip(".!"))  # as said
+    return None
+
+
+def _habit(clause: str) -> tuple[str, str, str] | None:
+    """(subject, verb and its preposition, value) of a habit of mine (`_HABIT_OF`): my X with a
+    present verb in -s ("costs", "goes to"), I/we with a bare one ("drive"), not a verb of thought
+    or saying; the value a Name within its first three words (for my X a number too): "my dog goes
+    to the park" is no fact to find again, "I think Anna is nice" no habit."""
+    words = clause.split()
+    mine = words[:1] and words[0].casefold() in ("my", "our")
+    for i in range(2 if mine else 1, min(len(words) - 1, 6)):
+        if not _HABIT_OF.fullmatch(" ".join(words[:i]) + " "):
+            break
+        j = i + (words[i].casefold() in _HABIT_ADVERB)
+        verb = words[j].casefold() if j < len(words) else ""
+        if not verb.isalpha() or verb in _NOT_HABIT or verb.endswith(("ed", "ing")) or mine != (
+                verb.endswith("s") and not verb.endswith("ss")):
+            continue
+        k = j + 1 + (j + 1 < len(words) and words[j + 1].casefold() in _HABIT_PREP)
+        value = " ".join(words[k:])
+        head = words[k:k + 3]
+        if 0 < len(words) - k <= 8 and any(w[:1].isupper() or (mine and any(ch.isdigit() for ch in w)) for w in head):
+            who = " ".join(words[:i])
+            return {"i": "I", "we": "we"}.get(who.casefold(), who), " ".join(words[j:k]).casefold(), value
     return None
 
 

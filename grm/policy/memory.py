@@ -34,8 +34,8 @@ from grm.policy.fold import Folder
 from grm.policy.grammar import Command, parse
 from grm.policy.ledger import FACT, Ledger, new_key
 from grm.policy.review import ReviewBuffer
-from grm.policy.rules import Candidate, decide
-from grm.policy.align import aligned, may_update
+from grm.policy.rules import WHICH, Candidate, decide
+from grm.policy.align import aligned, kind, may_update
 from grm.policy.updates import adopt
 from grm.store.backend import StoreBackend
 
@@ -127,10 +127,17 @@ class PolicyMemory:
         # extractor missed is read against (grm/policy/align.py); not listed for a turn that cannot be one
         proposals = self.extractor.propose(text, evidence_id, now)
         out = [self.propose(p, evidence_id=evidence_id, now=now, via=via) for p in proposals]
-        if held is not None and not any(o.action in ("superseded", "review") for o in out):
+        # an old value the rules were told that memory does not hold ("from Citi" where it holds Chase): a
+        # dispute over a fact with a value of its kind, for the user; not over one of another kind ("rather
+        # than by the sea" for "in Brighton"), nor when the rules could not tell which fact (WHICH)
+        disputed = frozenset(kind(p.replaces) for p, o in zip(proposals, out)
+                             if o.action == "review" and p.replaces and not (o.detail or "").endswith(WHICH))
+        if held is not None and not any(o.action == "superseded" for o in out):
             # claimed: the rules read an update naming its old value ("from Chase to Ally"); one naming none
-            # ("my training sessions are with Keisha now") leaves a fact whose old value the turn names to the reader
-            p = aligned(text, held, claimed=any(p.replaces for p in proposals))  # grm/policy/align.py
+            # ("my training sessions are with Keisha now") leaves a fact whose old value the turn names to the reader.
+            # An update the rules hold for review the reader may still place by the turn's other words ("push
+            # the wedding back" for "the date is ...: which date?"); the review item stays for the user
+            p = aligned(text, held, claimed=any(p.replaces for p in proposals), disputed=disputed)  # grm/policy/align.py
             if p is not None:
                 out.append(self.propose(p, evidence_id=evidence_id, now=now, via="extract:aligned"))
         return out

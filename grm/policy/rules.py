@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank, stems, value_like
 
 ACTIONS = ("create", "reinforce", "supersede", "review")
+WHICH = "which one?"  # the end of a review's reason when several facts could be the one meant
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
         contra = _holding(c, facts, now)
         if len(contra) > 1:
             return Decision("review", target=contra[0].id,
-                            reason=f"update of {c.replaces!r}: {len(contra)} facts hold it; which one?")
+                            reason=f"update of {c.replaces!r}: {len(contra)} facts hold it; {WHICH}")
         near = [] if contra else _holding(c, facts, now, any_value=True)
         if near:
             return Decision("review", target=near[0].id,
@@ -101,13 +102,13 @@ def decide(c: Candidate, facts: Iterable[Fact], now: float, *, forced: bool = Fa
             contra = _holding(c, facts, now, any_subject=True)
             if len(contra) > 1:
                 return Decision("review", target=contra[0].id,
-                                reason=f"update of {c.replaces!r}: {len(contra)} facts hold it; which one?")
+                                reason=f"update of {c.replaces!r}: {len(contra)} facts hold it; {WHICH}")
     elif not contra and c.replaces == "":  # a shorter name of one subject: "yoga" for "my yoga class"
         near = _holding(c, facts, now, any_value=True)
         inside = [f for f in near if stems(c.subject) <= stems(f.subject)]
         if len(inside) > 1:
             return Decision("review", target=inside[0].id,
-                            reason=f"update of {c.subject!r}: {len(inside)} facts could be it; which one?")
+                            reason=f"update of {c.subject!r}: {len(inside)} facts could be it; {WHICH}")
         contra = inside
     if not contra:
         return Decision("create", supersede=retire, why=retire_why,
@@ -186,7 +187,7 @@ def _update(c: Candidate, contra: list[Fact], facts: Iterable[Fact], now: float,
             return Decision("review", target=contra[0].id,
                             reason=f"update says it replaces {c.replaces!r}, memory holds {contra[0].value!r}")
     if len(target) > 1:
-        return Decision("review", target=target[0].id, reason=f"update matches {len(target)} facts; which one?")
+        return Decision("review", target=target[0].id, reason=f"update matches {len(target)} facts; {WHICH}")
     old = target[0]
     if not old.mutable:
         return Decision("review", target=old.id, reason=f"update of immutable fact {old.id}")

@@ -224,6 +224,8 @@ def _clean(v: str | None) -> str | None:
     v = re.sub(r"\s*\([^()]*\)\s*[.!]?\s*$", "", v.strip())  # "4410 (was 1234)": the aside is no part of it
     v = v.strip().rstrip(".!,;:").strip().strip("\"'“”‘’«»").strip()
     v = _TRAIL.sub("", v).strip() if len(v.split()) > 1 else v
+    v = re.sub(r"^(?:(?:going|gone|went|goes|been)\s+(?:up|down)\s+to|(?:up|down)\s+to)\s+", "", v,
+               flags=re.IGNORECASE) if len(v.split()) > 1 else v  # "Rent's going up to $950": $950
     v = re.sub(r"^(?:to|in|at|on|called|named|known\s+as)\s+", "", v, flags=re.IGNORECASE) if len(v.split()) > 1 else v
     return v or None
 
@@ -381,7 +383,7 @@ def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
             continue
         p = _checked(named, "is", m["v"], old, intent) if named and (m := _IT.match(piece)) else None
         p = p or _matched(piece, intent, old)
-        if p is None and (c := parse_clause(piece, intent)) is not None and c.key[1] not in MULTI_VALUED:
+        if p is None and (c := parse_clause(piece, intent, habits=False)) is not None and c.key[1] not in MULTI_VALUED:
             p = _checked(c.subject, c.predicate, c.value, old or (gone if c.subject.casefold() in ("i", "we") else ""),
                          intent)
         if p is None and (m := _BARE_IS.match(piece)):

@@ -70,3 +70,16 @@ def test_a_turn_that_only_asked_is_not_evidence_and_answer_kinds_do_not_count():
     assert not only_asks("What is the refund window? Thirty days.")  # a document, not a turn
     freq = DocumentFrequencies(["User: My dog is Max.\nAssistant: Nice.\n\n", "User: My cat is Tom.\n\n"])
     assert support("What is my dog's name?", ["User: My dog is Max.\n\n"], freq)[0] == pytest.approx(1.0)
+
+
+def test_a_kind_of_value_is_found_by_a_value_of_that_kind_and_contractions_ask_nothing():
+    """"What day ...?" is held by a text saying a weekday, "what time" by a clock time; "What's"
+    and "Who's" are question words, never missing content."""
+    freq = DocumentFrequencies(["User: I like tea.", "User: My dog is Rex.", "User: The bins go out on Friday."] * 3)
+    held = ["User: Our veg box comes on Sunday."]
+    assert support("What day does our veg box arrive?", held, freq)[1] == ("arrive",)
+    assert "time" in support("What time does our veg box come?", held, freq)[1]
+    assert "day" not in support("What day is it held?", ["The fair is on 3 May."], freq)[1]
+    assert support("What's our veg box?", held, freq) == (1.0, ())
+    assert support("Who's my dentist?", ["My dentist is Dr. Vale."], freq) == (1.0, ())
+    assert "month" in support("What month is the fair?", ["We may go to the fair."], freq)[1]

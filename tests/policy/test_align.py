@@ -155,7 +155,7 @@ def test_the_new_value_keeps_the_old_values_words_around_it(mem):
 @pytest.mark.parametrize("value, want", [
     ("7:30 am", "time"), ("noon", "time"), ("Thursdays", "day"), ("the 14th", "day"), ("RT-8823", "code"),
     ("4471", "code"), ("Dr. Okafor", "name"), ("with Tello", "name"), ("under the mat", "place"),
-    ("stored in the basement", "place"), ("oolong", None), ("really nice", None),
+    ("stored in the basement", "place"), ("oolong", None), ("really nice", None), ("12 Alder Road", "address"),
 ])
 def test_value_kinds(value, want):
     assert kind(value) == want
@@ -163,3 +163,64 @@ def test_value_kinds(value, want):
 
 def test_someone_changing_a_thing_is_no_fact_about_them(mem):
     assert mem.observe("The council changed the route.", evidence_id="t#1", now=1.0) == []
+
+
+@pytest.mark.parametrize("first, then, want", [
+    # a Name of several words joined by "of the", "and", "over on"
+    ("My reading group is reading Bleak House.", "We dropped Bleak House, it's The Name of the Wind instead.",
+     "Name of the Wind"),
+    ("My physio is Dr. Okoye at Bayside Clinic.", "Bayside shut, so I see Dr. Lindqvist over on Mill Lane now.",
+     "Dr. Lindqvist over on Mill Lane"),
+    # the kind the turn says a value of: the day of "on Mondays at 6pm"
+    ("My choir rehearsal is on Mondays at 6pm.", "choir rehearsals are on wednesdays from now on, same time",
+     "on Wednesdays at 6pm"),
+    # an address is changed whole, not its number
+    ("I live at 4 Elm Road.", "We moved last week! New place is 88 Quarry Lane, flat 2.", "88 Quarry Lane"),
+    # a unit said with the new amount is said once
+    ("My rent is $900 a month.", "Rent's going up to $950/month from March.", "$950"),
+    ("My phone bill is $40 a month.", "the phone bill went up, now $55/month", "$55 a month"),
+    # an aside's question mark asks nothing; "Please" opens, it is no Name
+    ("Our dinner is booked at Fenwick's.", "Fenwick's cancelled (a burst pipe??) so we booked Orla's instead.", "Orla's"),
+    ("My next of kin is my brother Sam.", "Please note: my next of kin should now be my wife, Ilse.", "Ilse"),
+    # a car traded in; a habit of mine changed
+    ("I drive a red Ford Focus.", "traded the old ford in and came home in a Kia Ceed", "a red Kia Ceed"),
+    ("My cat sees Dr. Ferris at Oakwood Vets.", "We stopped going to Oakwood. My cat sees the vets at Hill Farm Clinic now.",
+     "Hill Farm Clinic"),
+])
+def test_more_update_forms_supersede_the_fact_they_change(mem, first, then, want):
+    (made,) = mem.observe(first, evidence_id="t#1", now=1.0)
+    old = mem.fact(made.fact).value
+    mem.observe(then, evidence_id="t#2", now=2.0)
+    assert any(want in f.value for f in mem.facts(3.0)), live(mem)
+    assert old not in [f.value for f in mem.facts(3.0)], live(mem)
+
+
+def test_the_fact_sharing_most_words_is_the_one_changed(mem):
+    """"moved my loan due date" shares "date" with the wedding date, but "loan" and "due" with the
+    loan payment: the loan's is changed."""
+    mem.observe("Our wedding date is May 3.", evidence_id="t#1", now=1.0)
+    mem.observe("My car loan payment is due on the 10th.", evidence_id="t#2", now=1.5)
+    mem.observe("I moved my loan due date to the 25th.", evidence_id="t#3", now=2.0)
+    values = {f.subject: f.value for f in mem.facts(3.0)}
+    assert values["Our wedding date"] == "May 3" and values["My car loan payment"] == "due on the 25th"
+
+
+def test_a_habit_is_no_change_and_a_generic_head_names_no_place(mem):
+    """"My dog goes to X" is a habit, not an update of another fact; "Cedar Street" says no
+    "Elm Street"."""
+    mem.observe("My primary doctor is Dr. Wu at Lakeside Clinic.", evidence_id="t#1", now=1.0)
+    mem.observe("My dog goes to Greenway Animal Hospital for checkups.", evidence_id="t#2", now=1.5)
+    mem.observe("My pilates class is at the gym on Elm Street.", evidence_id="t#3", now=1.6)
+    mem.observe("Our office moved, I now work over on Cedar Street.", evidence_id="t#4", now=2.0)
+    values = {f.subject: f.value for f in mem.facts(3.0)}
+    assert values["My primary doctor"] == "Dr. Wu at Lakeside Clinic"
+    assert values["My pilates class"] == "at the gym on Elm Street"
+
+
+
+def test_an_old_value_of_another_kind_disputes_nothing(mem):
+    """"rather than by the river" is no Name the rules could hold against "Hyde Park": the review
+    stays, and the reader changes the picnic's place (a "from Citi" where memory holds Chase
+    stays a dispute: tests/policy/test_updates.py)."""
+    said(mem, "The team picnic is in Hyde Park.", "so the picnic is happening in Regents Park now rather than by the river")
+    assert [f.value for f in mem.facts(3.0)] == ["Regents Park"] and len(mem.reviews.pending()) == 1

@@ -40,6 +40,14 @@ def claims(text):
     ("I pay $8.50 a month for Netflix.", [("I", "pay for Netflix", "$8.50 a month")]),
     # "!" inside a word ends no sentence
     ("The door code is Otter!77 now.", [("The door code", "is", "Otter!77")]),
+    # a habit of mine with a present verb, its value a Name (a number for my X); the thing's own
+    # words before "at my X" stay in its subject
+    ("My cat sees Dr. Ferris at Oakwood Vets.", [("My cat", "sees", "Dr. Ferris at Oakwood Vets")]),
+    ("My phone bill costs $30 a month.", [("My phone bill", "costs", "$30 a month")]),
+    ("I drive a blue Toyota Corolla.", [("I", "drive", "a blue Toyota Corolla")]),
+    ("We usually bank with Nordea.", [("we", "bank with", "Nordea")]),
+    ("Our heating comes from Fortum.", [("Our heating", "comes from", "Fortum")]),
+    ("The door code at my office is 4471.", [("The door code at my office", "is", "4471")]),
 ])
 def test_rules_find_claims(text, want):
     assert claims(text) == want
@@ -48,6 +56,9 @@ def test_rules_find_claims(text, want):
 @pytest.mark.parametrize("text", [
     "what is my locker code?", "is my locker code 1234?", "my code is not 5", "if my code is 5 we win",
     "the sky is blue", "call me maybe", "", "   ", "my is 5", "hello",
+    # no habit: a verb of thought, a past, no value to find again, a bare verb after my X
+    "I think Anna is nice", "I left Telia for Tele2 last week", "my dog goes to the park", "I walked to Tesco",
+    "my kids love Lego", "my sister drive a Volvo",
 ])
 def test_rules_refuse(text):
     assert claims(text) == []

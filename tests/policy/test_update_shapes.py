@@ -129,10 +129,21 @@ def test_a_shorter_subject_supersedes_the_one_fact_it_names_and_takes_its_words(
 
 def test_a_shorter_subject_naming_two_facts_is_held_for_review(mem):
     mem.observe("My yoga class is on Monday.", evidence_id="s#1", now=1.0)
-    mem.observe("My yoga teacher is Ines.", evidence_id="s#2", now=1.5)
+    mem.observe("My yoga retreat is on Friday.", evidence_id="s#2", now=1.5)
     (o,) = mem.observe("Yoga moved to Thursday.", evidence_id="s#3", now=2.0)
     assert o.action == "review"
-    assert sorted(f.value for f in mem.facts(3.0)) == ["Ines", "on Monday"]
+    assert sorted(f.value for f in mem.facts(3.0)) == ["on Friday", "on Monday"]
+
+
+def test_a_review_the_kind_of_value_settles_is_read_and_kept(mem):
+    """The rules cannot tell which yoga fact "Yoga moved to Thursday" changes; only one of them
+    holds a day, so the aligned reader supersedes it. The review item stays for the user."""
+    mem.observe("My yoga class is on Monday.", evidence_id="s#1", now=1.0)
+    mem.observe("My yoga teacher is Ines.", evidence_id="s#2", now=1.5)
+    held, read = mem.observe("Yoga moved to Thursday.", evidence_id="s#3", now=2.0)
+    assert held.action == "review" and read.action == "superseded"
+    assert sorted(f.value for f in mem.facts(3.0)) == ["Ines", "on Thursday"]
+    assert len(mem.reviews.pending()) == 1
 
 
 def test_an_update_naming_only_values_supersedes_the_fact_holding_the_old_one(mem):
