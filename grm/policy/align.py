@@ -83,7 +83,7 @@ _PLACE = re.compile(r"\b(?P<p>in|at|on|under|behind|inside|into|near|by|to)\s+"
 _PLACE_OF = {"into": "in", "to": "in"}  # "moved it to the shed" is a place said "in the shed"
 # right before a new value: "... to Thursdays", "is Ms. Ortiz", "now 4418", "number: 87", "with Ally"
 _ANCHOR = re.compile(r"(?:\bto|\bis|\bare|['’]s|\bnow|:|\bat|\bwith|\bby|\bas|\bcalled|\bnamed|\bnumber|\bon|\bfor|"
-                     r"\bgoing\s+to|\bsee|\buse|\bnew)\s*$", re.IGNORECASE)
+                     r"\bgoing\s+to|\bsee|\buse|\bnew|\bpay(?:s|ing)?|\bcosts?|\bcharges?)\s*$", re.IGNORECASE)
 _NOT_A_CLAIM = re.compile(r"\?|\b(?:if|maybe|might|perhaps|whether|thinking\s+(?:of|about)|considering|planning|plan\s+to|"
                           r"want\s+to|would\s+like|should\s+i|could\s+i|not\s+sure|hope|wish)\b", re.IGNORECASE)
 # a cue that the old value is gone, not just "new": a turn naming an old value but no word of its
@@ -222,7 +222,7 @@ _FAMILY = [frozenset(f.split()) for f in (
     "dentist dental teeth tooth orthodontist",
     "hairdresser hairstylist stylist barber haircut hair salon",
     "accountant accounting tax bookkeeper",
-    "doctor physician gp clinic checkup",
+    "doctor physician gp gps clinic checkup",
     "vet veterinarian veterinary",
     "insurer insurance insured",
     "bank banking account",
@@ -242,6 +242,12 @@ _FAMILY = [frozenset(f.split()) for f in (
     "manager boss supervisor report",
     "grocery groceries supermarket",
 )]
+
+
+def related(word: str) -> list[str]:
+    """The other words of the everyday subjects `word` (plural-folded) belongs to (`_FAMILY`):
+    "boss" -> manager, report, supervisor. How the runtime asks memory in the words it was told."""
+    return sorted({w for fam in _FAMILY if word in fam for w in fam} - {word})
 
 
 _MOVES = re.compile(r"\b(?:moved|moving|moves|relocated|relocating)\b", re.IGNORECASE)

@@ -36,11 +36,13 @@ from grm.errors import UserInputError
 from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
 from grm.grafts.blend import BlendConfig
-from grm.grafts.floor import DocumentFrequencies, ground
+from grm.grafts.floor import DocumentFrequencies, ground, stem
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
+from grm.policy.align import related
+from grm.route.lexical import _STOP, _WORD
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
 from grm.runtime.lead import answer_lead
@@ -211,12 +213,13 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     nothing on it) this is `plan_exact`, and the whole prompt is stored."""
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0
-    routed = route_grafts(ctx, recall) if split > 0 else []
+    query = memory_query(ctx, recall)
+    routed = route_grafts(ctx, query) if split > 0 else []
     # memory already in the prompt is not mounted again, and an earlier exchange that asked this
     # very message adds nothing but its old answer (an echo)
     routed = [r for r in routed if r.graft.text.strip() not in prompt
               and not (r.graft.kind == "evidence" and recall.strip() in r.graft.text)]
-    if routed and ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(recall, routed).abstain:
+    if routed and ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(query, routed).abstain:
         routed = []
     if not routed:
         return plan_exact(ctx, prompt, max_new, store_prompt)
@@ -330,6 +333,22 @@ def mount_routed(ctx: Context, routed: list[Routed], live: list[str] = ()) -> li
     return mounts
 
 
+def memory_query(ctx: Context, text: str) -> str:
+    """`text` as memory is asked it: a word no routable graft holds, in words of the same everyday
+    subject one does (grm/policy/align.related), the most held: "Who is my boss?" routes and is
+    grounded as "Who is my manager?" where memory was told of a manager. The model reads `text`."""
+    _, df = ctx.grafts.index().frequencies()
+
+    def held(m: re.Match) -> str:
+        word = stem(m.group())
+        if word in _STOP or df.get(word, 0):
+            return m.group()
+        best = max(related(word), key=lambda w: df.get(w, 0), default="")
+        return best if df.get(best, 0) else m.group()
+
+    return _WORD.sub(held, text)
+
+
 def route_grafts(ctx: Context, text: str, exclude: frozenset[str] = frozenset()) -> list[Routed]:
     """Grafts routed for `text`: never a superseded fact, a stale turn or a folded one; a routed
     digest descends to its best source turn."""
@@ -341,8 +360,9 @@ def route_grafts(ctx: Context, text: str, exclude: frozenset[str] = frozenset())
 def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
     """[sinks | the top routed grafts, least relevant first | question]. Composed grafts never
     attended to each other, so the answer is not an exact hit (lossy) once two are mounted."""
-    routed = route_grafts(ctx, question)
-    if ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(question, routed).abstain:
+    query = memory_query(ctx, question)
+    routed = route_grafts(ctx, query)
+    if ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(query, routed).abstain:
         return Ready(Arena(new_cache(), 0), [], "grafts", [graft_mount(r) for r in routed], routed=routed,
                      abstained=True)
     if not routed:

@@ -186,6 +186,11 @@ def test_someone_changing_a_thing_is_no_fact_about_them(mem):
     ("I drive a red Ford Focus.", "traded the old ford in and came home in a Kia Ceed", "a red Kia Ceed"),
     ("My cat sees Dr. Ferris at Oakwood Vets.", "We stopped going to Oakwood. My cat sees the vets at Hill Farm Clinic now.",
      "Hill Farm Clinic"),
+    # an amount said after "paying"; a related word in the plural ("GPs")
+    ("My climbing gym pass costs $60 a month.", "the fitness place raised prices again, im paying 70 a month now",
+     "$70 a month"),
+    ("My family doctor is Dr. Imre at Park Clinic.", "our insurance changed so we had to switch GPs, I now see Dr. Sorensen",
+     "Dr. Sorensen"),
 ])
 def test_more_update_forms_supersede_the_fact_they_change(mem, first, then, want):
     (made,) = mem.observe(first, evidence_id="t#1", now=1.0)

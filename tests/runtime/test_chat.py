@@ -214,3 +214,20 @@ def test_a_guessed_preposition_follows_the_text_read(lead, read, want):
     assert fit_lead(lead, read) == want
     if lead == "The printer is in":
         assert turn_read("Where is the printer?", read=read)[1] == want
+
+
+def test_a_word_memory_never_held_is_asked_in_a_related_one_it_did(make_runtime):
+    """"boss" is in no memory, "manager" is: the question routes and is grounded as "manager"
+    (grm/runtime/answer.memory_query), so memory answers instead of abstaining; a word memory holds
+    is kept, and one with no related word held stays as asked."""
+    from grm.runtime.answer import memory_query
+
+    rt = make_runtime(max_new_tokens=2)
+    chat = rt.chat(clear_context=True)
+    chat.send("My manager at work is Ottilie Brandt.")
+    chat.send("The boiler was serviced in March.")
+    assert memory_query(chat.ctx, "Who is my boss?") == "Who is my manager?"
+    assert memory_query(chat.ctx, "When was the boiler serviced?") == "When was the boiler serviced?"
+    assert memory_query(chat.ctx, "Who is my dentist?") == "Who is my dentist?"
+    r = chat.send("Who is my boss?")
+    assert not r.abstained and any("Ottilie" in chat.ctx.grafts.get(m["id"]).text for m in r.mounted)
