@@ -44,6 +44,7 @@ import contextlib
 import io
 import json
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import random
 import re
@@ -347,6 +348,9 @@ def kill_and_finish(chat: Chat, ctx, kills: int, seed: int) -> int:
 def forkserver():
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
+    # Start the server now, not at the first forked child: its imports (~5 s) then run while the
+    # first child of the test, a real process that needs no server, imports its own.
+    multiprocessing.forkserver.ensure_running()
     return ctx
 
 
