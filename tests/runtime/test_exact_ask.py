@@ -12,6 +12,7 @@ Expectations:
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,8 @@ def warm_logits(rt, prompt: str) -> tuple[torch.Tensor, object]:
 
 
 @pytest.fixture()
-def ingested(make_runtime, tmp_path):
+def ingested_here(make_runtime, tmp_path):
+    """A runtime that ingested DOC itself (what it wrote is read back by the same store instance)."""
     doc = tmp_path / "doc.txt"
     doc.write_text(DOC, encoding="utf-8")
     rt = make_runtime(block_tokens=64)
@@ -56,8 +58,32 @@ def ingested(make_runtime, tmp_path):
     return rt, doc
 
 
-def test_warm_logits_are_bit_identical_in_the_same_process(ingested):
-    rt, _ = ingested
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> tuple[Path, Path]:
+    """(store, document): DOC ingested once per module, as `ingested_here` does, by a runtime
+    since closed. Ingesting it takes seconds; copying the store, milliseconds."""
+    from grm.runtime import Runtime
+
+    work = tmp_path_factory.mktemp("golden")
+    doc = work / "doc.txt"
+    doc.write_text(DOC, encoding="utf-8")
+    with Runtime.open(store=work / "store", model="tiny-random-llama", threads=2, device="cpu",
+                      block_tokens=64) as rt:
+        rt.ingest([doc], layout="chain", progress=False)
+    return work / "store", doc
+
+
+@pytest.fixture()
+def ingested(make_runtime, golden, tmp_path):
+    """A runtime on this test's own copy of the golden store (it may damage it), and the document
+    (the golden one, read only: a re-ingest names the same file)."""
+    store, doc = golden
+    shutil.copytree(store, tmp_path / "store")
+    return make_runtime(block_tokens=64), doc
+
+
+def test_warm_logits_are_bit_identical_in_the_same_process(ingested_here):
+    rt, _ = ingested_here
     cold = cold_two_stage_logits(rt, PROMPT)
     warm, prefix = warm_logits(rt, PROMPT)
     assert len(prefix.blocks) == len(split_blocks(DOC, rt.lm.tokenizer, 64)) > 3
