@@ -17,7 +17,7 @@ the question (memory off, nothing mounted).
   the session-7 changes and never read by that author: the blind measure of session 7; FRESH-4,
   FRESH-5 (bench/data/sealed/updates-*.json): written by helpers who never saw the rules, kept
   out of this file so their first runs are blind (session 8); FRESH-6 and FRESH-7 the same
-  (session 9).
+  (session 9), FRESH-8 and FRESH-9 (session 10).
 - corrections: 10 `correct memory: X => Y` phrasings. Each fact is said, asked once (the answer,
   holding the old value, becomes a turn in memory: the issue's case), corrected, then asked again
   after small talk. Counted: stale values served (the old value in the answer; target 0).
@@ -444,7 +444,14 @@ def _table(res: dict) -> list[str]:
             "written blind by a helper in the middle of session 9 and first run on the code of 064dae2 "
             "(fidelity-fresh7-first-run.md): its blind figure; the reader was then widened after reading its rows "
             "(amounts with a thousands comma, symbols inside codes, 'I have a class on', 'I pay X for', 'I set my X "
-            "at'), so later FRESH-7 rows are tuned too. No split is blind to the code of 95166a3.",
+            "at'), so later FRESH-7 rows are tuned too. FRESH-8 and FRESH-9 (30 updates each) were written blind "
+            "by a helper at the start of session 10. FRESH-8 was first run on the code of 593543c "
+            "(fidelity-fresh8-first-run.md); the reader, the floor and the way memory is asked were then changed "
+            "after reading its rows (habits of mine, 'the X at my Y', reviews the reader may place, joined Names, "
+            "ranking by shared words, the kind a turn says, addresses, related words for words memory never "
+            "held), so later FRESH-8 rows are tuned. FRESH-9 was first run on the code of 641171c, nothing "
+            "changed after (fidelity-fresh9-first-run.md): the blind figure of session 10. No split is blind to "
+            "the code of 641171c.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in res["updates"]:
         for r in u["rows"]:
