@@ -2,21 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
+from grm.cli import main
 from tests.cli.conftest import TINY, one_error_line
 from tests.conftest import lorem
 
 
-@pytest.fixture()
-def filled(tmp_path, grm_json):
-    doc = tmp_path / "doc.txt"
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> Path:
+    """A store with the document ingested by `grm ingest` (in-process), once per module."""
+    import torch
+
+    work = tmp_path_factory.mktemp("filled")
+    doc = work / "doc.txt"
     doc.write_text(lorem(6) + "\nThe vault code is 4512.\n", encoding="utf-8")
-    store = tmp_path / "store"
-    code, out = grm_json("ingest", doc, "--store", store, "--model", TINY, "--section-tokens", 48,
-                         "--block-tokens", 48)
-    assert code == 0 and out["bytes_per_token"] > 0 and "tiering" not in out
+    store = work / "store"
+    threads, out = torch.get_num_threads(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            code = main(["ingest", str(doc), "--store", str(store), "--model", TINY, "--section-tokens", "48",
+                         "--block-tokens", "48", "--json"])
+    finally:
+        torch.set_num_threads(threads)
+    got = json.loads(out.getvalue())
+    assert code == 0 and got["bytes_per_token"] > 0 and "tiering" not in got
     return store
+
+
+@pytest.fixture()
+def filled(ingested, tmp_path) -> Path:
+    """This test's own copy of the ingested store (the tests tier it, ingest into it, chat on it)."""
+    shutil.copytree(ingested, tmp_path / "store")
+    return tmp_path / "store"
 
 
 def test_dry_run_lists_moves_with_reasons_and_apply_makes_them(filled, grm, grm_json) -> None:
