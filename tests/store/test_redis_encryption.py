@@ -287,30 +287,32 @@ from grm.runtime import Runtime
 from grm.store import load_master_key
 key = load_master_key(None, os.environ["GRM_MASTER_KEY"])
 with Runtime.open(store=sys.argv[1], model="tiny-random-llama", threads=1, max_new_tokens=4, master_key=key) as rt:
-    if sys.argv[2] == "remember":
-        reply = rt.chat(clear_context=True).send(sys.argv[3])
-        print(json.dumps({"changed": reply.changed, "grafts": [f.graft for f in rt.policy_glue().policy.facts()]}))
-    elif sys.argv[2] == "route":
-        print(json.dumps({"mounted": [m["id"] for m in rt.ask(sys.argv[3], mode="grafts", max_new_tokens=2).mounted]}))
-    else:
-        warm = rt.ask(sys.argv[3], mode="exact", max_new_tokens=4)
-        cold = rt.ask(sys.argv[3], mode="exact", max_new_tokens=4, memory=False)
-        print(json.dumps({"warm": warm.answer, "cold": cold.answer, "from_memory": warm.tokens_from_memory}))
+    for action, text in json.loads(sys.argv[2]):
+        if action == "remember":
+            reply = rt.chat(clear_context=True).send(text)
+            print(json.dumps({"changed": reply.changed, "grafts": [f.graft for f in rt.policy_glue().policy.facts()]}))
+        elif action == "route":
+            print(json.dumps({"mounted": [m["id"] for m in rt.ask(text, mode="grafts", max_new_tokens=2).mounted]}))
+        else:
+            warm = rt.ask(text, mode="exact", max_new_tokens=4)
+            cold = rt.ask(text, mode="exact", max_new_tokens=4, memory=False)
+            print(json.dumps({"warm": warm.answer, "cold": cold.answer, "from_memory": warm.tokens_from_memory}))
 """
 
 
-def _runtime(url: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", _RUNTIME, url, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
-                                            "GRM_MASTER_KEY": KEY.hex()})
+def _runtime(url: str, *actions: tuple[str, str]) -> list[dict]:
+    """One process with the runtime API on `url` doing (action, text) in turn: one result each."""
+    done = subprocess.run([sys.executable, "-c", _RUNTIME, url, json.dumps(actions)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
+                                                       "GRM_MASTER_KEY": KEY.hex()})
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(actions):]]
 
 
 def test_ingest_ask_and_facts_across_processes_leave_no_plaintext_in_redis(url: str, tmp_path) -> None:
     """1. the CLI ingests a document into an encrypted namespace; 2. another process (the runtime
-    API) answers from its stored K/V bit-identically; 3. a fact written by one process is routed
-    by another; 4. no distinctive word of the document or the fact is anywhere in Redis."""
+    API) answers from its stored K/V bit-identically; 3. a fact written by one process (that one)
+    is routed by another; 4. no distinctive word of the document or the fact is anywhere in Redis."""
     from tests.conftest import lorem
 
     text = lorem(6, seed=3).replace("harbor", "Vexmoor").replace("orchard", "Quillfeather")
@@ -324,11 +326,12 @@ def test_ingest_ask_and_facts_across_processes_leave_no_plaintext_in_redis(url: 
                             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
     assert ingest.returncode == 0, ingest.stderr[-2000:]
     assert json.loads(ingest.stdout)["blocks"] >= 3
-    got = _runtime(url, "ask", text + "\nThe Vexmoor")
+    got, wrote = _runtime(url, ("ask", text + "\nThe Vexmoor"),
+                          ("remember", "remember permanently: my locker code is 7733 Brindlecombe"))
     assert got["from_memory"] > 3 * 32 and got["warm"] == got["cold"]
-    wrote = _runtime(url, "remember", "remember permanently: my locker code is 7733 Brindlecombe")
     assert wrote["changed"] and wrote["grafts"]
-    assert wrote["grafts"][0] in _runtime(url, "route", "What is my locker code?")["mounted"]
+    [routed] = _runtime(url, ("route", "What is my locker code?"))
+    assert wrote["grafts"][0] in routed["mounted"]
     dump = _dump(url).lower()
     assert b"sealed" in dump and len(dump) > 10_000
     for word in (b"vexmoor", b"quillfeather", b"zanthor", b"is 7733", b"brindlecombe", b"locker"):
