@@ -22,6 +22,12 @@ power loss is the crash-image simulator's job, in tests/store). So for every mod
    two different files.
 5. `grm ask --json` gives the never-killed store's answer, mode, token counts and mounted blocks,
    and its tokens from memory are exactly the sinks plus the mounted stored blocks.
+
+The children: each is a new interpreter that runs `grm.cli.main(argv)`, the code `python -m grm`
+runs, with its stdout and stderr piped to the test. `Warm` keeps the next two started ahead of
+time: each imports what `grm ingest` imports (~5 s, the most of a child's start) and waits for its
+argv on stdin, while the children before it ingest and the test checks what they left. Nothing is
+written before a child gets its argv, and the kill moments count payload files from then on, as before.
 """
 
 from __future__ import annotations
@@ -51,6 +57,49 @@ TINY = "tiny-random-llama"
 SMOLLM = "smollm2-135m"
 BLOCK_TOKENS = "64"  # small blocks: many records, so kills land between and inside many writes
 THREADS = "1"  # one thread everywhere: the same kernels in the child and here, so K/V are bit-equal
+# What a `grm ingest` child imports before it writes anything (the tiny model and SmolLM2 are llamas).
+PRELOAD = ["grm.cli", "grm.cli.ingest", "grm.runtime.runtime", "grm.models.tiny",
+           "transformers.models.llama.modeling_llama"]
+WARM_CHILD = "\n".join(["import json, sys", *(f"import {m}" for m in PRELOAD), "from grm.cli import main",
+                         "line = sys.stdin.readline()",
+                         "sys.exit(main(json.loads(line)) if line else 0)"])
+
+
+class Warm:
+    """Children for the kills, each started two kills ahead (see the module docstring): one kill
+    ahead is not enough when a test kills twice, the second child would still be importing."""
+
+    def __init__(self) -> None:
+        self._waiting = [self._spawn(), self._spawn()]
+
+    @staticmethod
+    def _spawn() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", WARM_CHILD], cwd=ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "OMP_NUM_THREADS": THREADS})
+
+    def start(self, argv: list[str]) -> subprocess.Popen:
+        """A child running `grm ARGV` from now on; another starts importing."""
+        child = self._waiting.pop(0)
+        self._waiting.append(self._spawn())
+        if child.poll() is not None:
+            _out, err = child.communicate()
+            raise AssertionError(f"a waiting child exited with {child.returncode}: {err.decode(errors='replace')}")
+        child.stdin.write((json.dumps(argv) + "\n").encode())
+        child.stdin.flush()  # (left open: `communicate` closes it)
+        return child
+
+    def close(self) -> None:
+        for child in self._waiting:  # not needed after all (nothing written yet)
+            child.kill()
+            child.communicate(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def warm():
+    w = Warm()
+    yield w
+    w.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -64,7 +113,7 @@ def _restore_torch_threads():
 
 
 def cli(*args: str) -> tuple[int, dict]:
-    """`grm ARGS` in this process (the kill target is the only subprocess): (exit status, JSON)."""
+    """`grm ARGS` in this process (the kill targets are the only subprocesses): (exit status, JSON)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         rc = grm_main(list(args))
@@ -118,16 +167,14 @@ def blocks(setup: Setup) -> dict[str, tuple[dict, bytes, bytes]]:
     return out
 
 
-def kill_ingest(setup: Setup, docs: Path, rng: random.Random, total_files: int, how: str) -> int:
+def kill_ingest(warm: Warm, setup: Setup, docs: Path, rng: random.Random, total_files: int, how: str) -> int:
     """Start `grm ingest` in a child and SIGKILL it: `records` - once a random number of new
     payload files have appeared; `delay` - a random delay after its first new payload file.
     Returns the child's exit status (-SIGKILL, or 0 if it finished first)."""
     before = payload_files(setup.store)
     room = max(1, (total_files - before) * 2 // 3)
     target = before + (rng.randint(1, room) if how == "records" else 1)
-    env = {**os.environ, "OMP_NUM_THREADS": THREADS}
-    child = subprocess.Popen([sys.executable, "-m", "grm", *setup.ingest_args(docs)], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = warm.start(setup.ingest_args(docs))
     deadline = time.monotonic() + 300
     while child.poll() is None and payload_files(setup.store) < target and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -177,13 +224,13 @@ def build_reference(setup: Setup, docs: Path) -> Reference:
     return Reference(first, fsck["records"], payload_files(setup.store), stored, answers)
 
 
-def kill_and_finish(setup: Setup, docs: Path, ref: Reference, kills: list[str], seed: int) -> None:
+def kill_and_finish(warm: Warm, setup: Setup, docs: Path, ref: Reference, kills: list[str], seed: int) -> None:
     """The scenario of the module docstring, expectations 1-5."""
     rng = random.Random(seed)
     seen: dict[str, tuple[dict, bytes, bytes]] = {}
     interrupted = 0
     for n, how in enumerate(kills):
-        rc = kill_ingest(setup, docs, rng, ref.files, how)
+        rc = kill_ingest(warm, setup, docs, rng, ref.files, how)
         fsck_rc, fsck = cli("fsck", *setup.common())
         assert fsck_rc == 0 and fsck["damaged"] == [], (n, how, fsck)  # 1. no acknowledged record damaged
         now = blocks(setup)
@@ -245,28 +292,28 @@ def reference(tmp_path_factory, docs) -> dict[str, Reference]:
     ("async", ["records", "delay"]),
     ("volatile", ["records"]),
 ])
-def test_killed_chain_ingest_resumes_to_the_never_killed_store(tmp_path, docs, reference, durability, kills):
+def test_killed_chain_ingest_resumes_to_the_never_killed_store(warm, tmp_path, docs, reference, durability, kills):
     setup = Setup(tmp_path / "store", durability=durability)
-    kill_and_finish(setup, docs, reference["chain"], kills, seed=zlib.crc32(durability.encode()))
+    kill_and_finish(warm, setup, docs, reference["chain"], kills, seed=zlib.crc32(durability.encode()))
 
 
-def test_killed_sections_ingest_resumes_to_the_never_killed_store(tmp_path, docs, reference):
+def test_killed_sections_ingest_resumes_to_the_never_killed_store(warm, tmp_path, docs, reference):
     setup = Setup(tmp_path / "store", layout="sections")
-    kill_and_finish(setup, docs, reference["sections"], ["delay"], seed=11)
+    kill_and_finish(warm, setup, docs, reference["sections"], ["delay"], seed=11)
 
 
-def test_killed_encrypted_ingest_resumes_to_the_never_killed_plain_store(tmp_path, docs, reference):
+def test_killed_encrypted_ingest_resumes_to_the_never_killed_plain_store(warm, tmp_path, docs, reference):
     """Encrypted at rest: the same plaintext K/V and answers as the plain never-killed store."""
     key = tmp_path / "master.key"
     key.write_text(random.Random(5).randbytes(32).hex())
     setup = Setup(tmp_path / "store", durability="full", key_file=key)
-    kill_and_finish(setup, docs, reference["chain"], ["records", "delay"], seed=12)
+    kill_and_finish(warm, setup, docs, reference["chain"], ["records", "delay"], seed=12)
     marker = json.loads((setup.store / "GRM-STORE").read_text())
     assert "encryption" in marker and not (setup.store / "catalog.sqlite").exists()
 
 
 @pytest.mark.model
-def test_killed_smollm2_ingest_resumes_to_the_never_killed_store(tmp_path):
+def test_killed_smollm2_ingest_resumes_to_the_never_killed_store(warm, tmp_path):
     docs = write_docs(tmp_path / "docs", 3, 6, seed=200)  # ~720 SmolLM2 tokens: 14 blocks
     ref = build_reference(Setup(tmp_path / "reference", model=SMOLLM), docs)
-    kill_and_finish(Setup(tmp_path / "store", model=SMOLLM), docs, ref, ["records", "delay"], seed=13)
+    kill_and_finish(warm, Setup(tmp_path / "store", model=SMOLLM), docs, ref, ["records", "delay"], seed=13)
