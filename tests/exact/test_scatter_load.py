@@ -9,6 +9,10 @@ Expectations:
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
+import pytest
 import torch
 
 from tests.conftest import lorem
@@ -21,9 +25,28 @@ def _ingest(rt, tmp_path):
     return doc.read_text()
 
 
-def test_clean_load_is_scattered_and_identical_to_the_slow_path(make_runtime, tmp_path):
-    rt = make_runtime(block_tokens=64)
-    text = _ingest(rt, tmp_path)
+@pytest.fixture(scope="module")
+def plain_store(tmp_path_factory) -> tuple[Path, str]:
+    """(store, text): a plain store with the document ingested, once per module."""
+    from grm.runtime import Runtime
+
+    work = tmp_path_factory.mktemp("plain")
+    with Runtime.open(store=work / "store", model="tiny-random-llama", threads=2, device="cpu",
+                      block_tokens=64) as rt:
+        text = _ingest(rt, work)
+    return work / "store", text
+
+
+@pytest.fixture()
+def plain(make_runtime, plain_store, tmp_path):
+    """A runtime on this test's own copy of the plain store (it may damage it), and the text."""
+    store, text = plain_store
+    shutil.copytree(store, tmp_path / "store")
+    return make_runtime(block_tokens=64), text
+
+
+def test_clean_load_is_scattered_and_identical_to_the_slow_path(plain):
+    rt, text = plain
     fast = rt.exact.load_prefix(text)
     assert rt.exact.counters["scatter_loads"] == len(fast.blocks) > 2
     store_read = rt.store.read_payload_into
@@ -37,9 +60,8 @@ def test_clean_load_is_scattered_and_identical_to_the_slow_path(make_runtime, tm
     assert rt.exact.counters["scatter_loads"] == len(fast.blocks)  # the forced run did not use it
 
 
-def test_a_damaged_file_falls_back_and_is_a_miss(make_runtime, tmp_path):
-    rt = make_runtime(block_tokens=64)
-    text = _ingest(rt, tmp_path)
+def test_a_damaged_file_falls_back_and_is_a_miss(plain):
+    rt, text = plain
     first = rt.exact.load_prefix(text)
     victim = first.blocks[1]
     path = rt.store.payload_path(victim)
