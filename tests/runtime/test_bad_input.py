@@ -17,6 +17,23 @@ def grm(*args, env_extra=None):
     return subprocess.run([sys.executable, "-m", "grm", *args], capture_output=True, text=True, cwd=ROOT, env=env)
 
 
+def grm_here(capfd, *args) -> tuple[int, str, str]:
+    """`grm ARGS` in this process, for steps whose process does not matter (no child to start):
+    (exit status, stdout, stderr), captured at the file descriptors as a child's would be."""
+    import torch
+
+    from grm.cli import main
+
+    capfd.readouterr()
+    threads = torch.get_num_threads()
+    try:
+        code = main(list(args))
+    finally:
+        torch.set_num_threads(threads)  # the CLI sets it; the rest of the session keeps its own
+    out = capfd.readouterr()
+    return code, out.out, out.err
+
+
 def test_missing_file_is_a_user_error(make_runtime, tmp_path):
     rt = make_runtime()
     with pytest.raises(UserInputError, match="no such file"):
@@ -104,7 +121,9 @@ def test_cli_ingest_then_ask_json(tmp_path):
     assert out["tokens_computed"] == 1  # the whole prompt was stored: only its last token is re-read
 
 
-def test_cli_encrypted_store_needs_the_right_key(tmp_path):
+def test_cli_encrypted_store_needs_the_right_key(tmp_path, capfd, monkeypatch):
+    """The refusals run as processes (their whole stderr is the one line); the ingest before them
+    and the ask with the key from the environment run in this process."""
     doc = tmp_path / "d.txt"
     doc.write_text("The vault code is 4471.\n")
     key, wrong = tmp_path / "key", tmp_path / "wrong"
@@ -112,17 +131,18 @@ def test_cli_encrypted_store_needs_the_right_key(tmp_path):
     wrong.write_text("ab" * 32)
     store = str(tmp_path / "store")
     base = ("--store", store, "--model", "tiny-random-llama")
-    ok = grm("ingest", str(doc), *base, "--key-file", str(key), "--json")
-    assert ok.returncode == 0, ok.stderr
+    code, _out, err = grm_here(capfd, "ingest", str(doc), *base, "--key-file", str(key), "--json")
+    assert code == 0, err
     for extra in (("--key-file", str(wrong)), ()):
         proc = grm("ask", "--prompt-file", str(doc), "--mode", "exact", "--max-new-tokens", "1", *base, *extra)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "grm: error:" in proc.stderr, proc.stderr
-    proc = grm("ask", "--prompt-file", str(doc), "--mode", "exact", "--max-new-tokens", "1", "--json", *base,
-               env_extra={"GRM_MASTER_KEY": bytes(range(32)).hex()})
-    assert proc.returncode == 0, proc.stderr
+    monkeypatch.setenv("GRM_MASTER_KEY", bytes(range(32)).hex())
+    code, stdout, err = grm_here(capfd, "ask", "--prompt-file", str(doc), "--mode", "exact", "--max-new-tokens", "1",
+                                 "--json", *base)
+    assert code == 0, err
     import json
 
-    out = json.loads(proc.stdout)
+    out = json.loads(stdout)
     assert out["tokens_computed"] == 1  # served from the encrypted store
     # nothing readable in the clear on disk
     blob = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
