@@ -4,15 +4,13 @@ rows and lineage stay, shared payloads stay, the log is compacted, dry runs chan
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from grm.errors import UserInputError
 from grm.store import Store, StoreConfig
 from grm.store.gc import collect
-from tests.conftest import ROOT
+from tests.cli.conftest import _restore_torch_threads, grm  # noqa: F401  (`grm` in-process)
 
 
 def _open(path, **kw) -> Store:
@@ -107,25 +105,22 @@ def test_compaction_bounds_the_log_by_live_rows(tmp_path):
     s.close()
 
 
-def _grm(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grm", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-
-
-def test_grm_gc_cli(tmp_path):
+def test_grm_gc_cli(tmp_path, grm):
+    """`grm gc` run in this process (grm.cli.main, as tests/cli does where the process itself does
+    not matter): each run opens the store and closes it again before the next."""
     s = _open(tmp_path / "s")
     _fill(s)
     s.close()
-    dry = _grm("gc", "--store", str(tmp_path / "s"), "--retain-writes", "0", "--dry-run", "--json")
-    assert dry.returncode == 0, dry.stderr
-    assert json.loads(dry.stdout)["dry_run"] is True and len(json.loads(dry.stdout)["orphans"]) == 2
-    done = _grm("gc", "--store", str(tmp_path / "s"), "--retain-writes", "0", "--json")
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    code, stdout, stderr = grm("gc", "--store", str(tmp_path / "s"), "--retain-writes", "0", "--dry-run", "--json")
+    assert code == 0, stderr
+    assert json.loads(stdout)["dry_run"] is True and len(json.loads(stdout)["orphans"]) == 2
+    code, stdout, stderr = grm("gc", "--store", str(tmp_path / "s"), "--retain-writes", "0", "--json")
+    assert code == 0, stderr
+    out = json.loads(stdout)
     assert len(out["stale"]) == 2 and len(out["orphans"]) == 2 and out["checkpoint_lsn"] > 0
-    again = _grm("gc", "--store", str(tmp_path / "s"), "--json")
-    assert json.loads(again.stdout)["orphans"] == [] and json.loads(again.stdout)["bytes_freed"] == 0
-    missing = _grm("gc", "--store", str(tmp_path / "nothing"))
-    assert missing.returncode == 2 and "no GRM store" in missing.stderr
-    bad = _grm("gc", "--store", str(tmp_path / "s"), "--retain-writes", "soon")
-    assert bad.returncode == 2 and "retain-writes" in bad.stderr
+    code, stdout, stderr = grm("gc", "--store", str(tmp_path / "s"), "--json")
+    assert json.loads(stdout)["orphans"] == [] and json.loads(stdout)["bytes_freed"] == 0
+    code, stdout, stderr = grm("gc", "--store", str(tmp_path / "nothing"))
+    assert code == 2 and "no GRM store" in stderr
+    code, stdout, stderr = grm("gc", "--store", str(tmp_path / "s"), "--retain-writes", "soon")
+    assert code == 2 and "retain-writes" in stderr
