@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from tests.conftest import ROOT, lorem
+from tests.cli.conftest import _restore_torch_threads, grm  # noqa: F401  (`grm` in-process)
+from tests.conftest import lorem
 
 
-def test_ingest_prints_bytes_per_token(tmp_path):
+def test_ingest_prints_bytes_per_token(tmp_path, grm):
+    """Both ingests run in this process (grm.cli.main, as tests/cli does where the process itself
+    does not matter)."""
     doc = tmp_path / "doc.txt"
     doc.write_text(lorem(4, seed=2))
 
     def ingest() -> dict:
-        done = subprocess.run([sys.executable, "-m", "grm", "ingest", str(doc), "--store", str(tmp_path / "s"),
-                               "--model", "tiny-random-llama", "--json"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=240)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return json.loads(done.stdout)
+        code, out, err = grm("ingest", str(doc), "--store", str(tmp_path / "s"), "--model", "tiny-random-llama",
+                             "--json")
+        assert code == 0, err[-2000:]
+        return json.loads(out)
 
     first = ingest()
     assert first["stored_bytes"] > first["tokens"] * 100  # K/V: hundreds of bytes per token
