@@ -28,6 +28,7 @@ import pytest
 
 from grm.errors import StoreError
 from grm.store.opener import open_backend
+from tests.cli.conftest import _restore_torch_threads, grm  # noqa: F401  (`grm` in-process)
 from tests.conftest import ROOT, free_port, lorem, start_redis
 
 redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis==8.1.0)")
@@ -54,7 +55,9 @@ def _grm(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=240)
 
 
-def test_a_document_ingested_by_one_process_is_answered_from_stored_kv_by_another(redis_url, tmp_path):
+def test_a_document_ingested_by_one_process_is_answered_from_stored_kv_by_another(redis_url, tmp_path, grm):
+    """The ingest is a `grm` child of its own (one thread, as the worker's cold reading); `grm stats`
+    reads the namespace from this process (grm.cli.main)."""
     url = _namespace(redis_url)
     doc = tmp_path / "harbor.txt"
     doc.write_text(lorem(6, seed=3))
@@ -62,9 +65,9 @@ def test_a_document_ingested_by_one_process_is_answered_from_stored_kv_by_anothe
                   "--block-tokens", "32", "--json")
     assert ingest.returncode == 0, ingest.stderr[-2000:]
     assert json.loads(ingest.stdout)["blocks"] >= 3
-    stats = _grm("stats", "--store", url, "--json")
-    assert stats.returncode == 0, stats.stderr
-    st = json.loads(stats.stdout)
+    code, stdout, stderr = grm("stats", "--store", url, "--json")
+    assert code == 0, stderr
+    st = json.loads(stdout)
     assert st["backend"] == "redis" and st["kinds"]["block"]["active"] >= 3 and st["records"] >= 4
     got = _worker("ask", url, doc.read_text() + "\nThe harbor")
     assert got["from_memory"] > 3 * 32 and got["computed"] < got["cold_computed"]
@@ -73,7 +76,8 @@ def test_a_document_ingested_by_one_process_is_answered_from_stored_kv_by_anothe
         assert s.stats()["backend"] == "redis" and any(True for _ in s.records("default", "block"))
 
 
-def test_a_fact_written_by_one_process_is_routed_by_another(redis_url):
+def test_a_fact_written_by_one_process_is_routed_by_another(redis_url, grm):
+    """Written by one worker, routed by another, listed by `grm memory list` in this process."""
     url = _namespace(redis_url)
     wrote = _worker("remember", url, "remember permanently: my locker code is 1234")
     assert wrote["changed"] and any("1234" in s for s in wrote["statements"])
@@ -81,9 +85,9 @@ def test_a_fact_written_by_one_process_is_routed_by_another(redis_url):
     assert graft
     routed = _worker("route", url, "What is my locker code?")
     assert graft in routed["mounted"]
-    listed = _grm("memory", "list", "--store", url, "--json")
-    assert listed.returncode == 0, listed.stderr
-    assert any("1234" in f["statement"] for f in json.loads(listed.stdout)["facts"])
+    code, stdout, stderr = grm("memory", "list", "--store", url, "--json")
+    assert code == 0, stderr
+    assert any("1234" in f["statement"] for f in json.loads(stdout)["facts"])
 
 
 def test_the_writer_lease_holds_across_processes(redis_url):
@@ -107,16 +111,16 @@ def test_the_writer_lease_holds_across_processes(redis_url):
         assert s.put("alice", "note", "mine", text="now mine").text == "now mine"
 
 
-def test_a_master_key_with_redis_encrypts_and_is_not_ignored(redis_url):
+def test_a_master_key_with_redis_encrypts_and_is_not_ignored(redis_url, grm):
     url = _namespace(redis_url)
     with open_backend(url, master_key=b"k" * 32) as s:  # tests/store/test_redis_encryption.py
         assert s.stats()["encrypted"] is True
     with pytest.raises(StoreError, match="is encrypted: give its master key"):
         open_backend(url)
-    done = _grm("stats", "--store", _namespace(redis_url), "--json")
-    assert done.returncode == 0 and json.loads(done.stdout)["records"] == 0  # an empty namespace reads empty
-    salvage = _grm("fsck", "--salvage", "--store", _namespace(redis_url))
-    assert salvage.returncode == 2 and "local store folder" in salvage.stderr
+    code, stdout, _err = grm("stats", "--store", _namespace(redis_url), "--json")  # (in this process)
+    assert code == 0 and json.loads(stdout)["records"] == 0  # an empty namespace reads empty
+    code, _out, stderr = grm("fsck", "--salvage", "--store", _namespace(redis_url))
+    assert code == 2 and "local store folder" in stderr
 
 
 # ------------------------------------------------------------------------ server killed mid-run
