@@ -31,6 +31,7 @@ from grm.errors import StoreError
 from grm.store.opener import open_backend
 from grm.store.redis_rows import PLAIN_MARKER
 from grm.store.state import SEALED_KEY
+from tests.cli.conftest import _restore_torch_threads, grm  # noqa: F401  (`grm` in-process)
 from tests.conftest import ROOT
 
 redis = pytest.importorskip("redis", reason="the redis package is not installed (pip install redis==8.1.0)")
@@ -208,21 +209,24 @@ def test_wrong_missing_or_unexpected_keys_are_clear_errors(url: str, redis_url: 
         open_backend(url, master_key=KEY)
 
 
-def test_cli_without_the_key_is_one_line_and_exit_2(url: str, tmp_path) -> None:
+def test_cli_without_the_key_is_one_line_and_exit_2(url: str, tmp_path, grm, monkeypatch) -> None:
+    """Without the key: a process of its own (its whole stderr is the one line). With the key file,
+    and with a wrong key in the environment: in this process (the tests/cli grm fixture)."""
     key_file = tmp_path / "key"
     key_file.write_bytes(KEY)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     env.pop("GRM_MASTER_KEY", None)
+    monkeypatch.delenv("GRM_MASTER_KEY", raising=False)
     with open_backend(url, master_key=KEY) as s:
         s.put("alice", "doc", "d", text="secret words")
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "grm", *a], cwd=ROOT, capture_output=True,  # noqa: E731
-                                          text=True, timeout=120, env={**env, **kw})
-    done = run("stats", "--store", url, "--json")
+    done = subprocess.run([sys.executable, "-m", "grm", "stats", "--store", url, "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2 and "is encrypted" in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    done = run("stats", "--store", url, "--json", "--key-file", str(key_file))
-    assert done.returncode == 0 and json.loads(done.stdout)["encrypted"] is True, done.stderr
-    done = run("stats", "--store", url, "--json", GRM_MASTER_KEY=OTHER.hex())
-    assert done.returncode == 2 and "wrong master key" in done.stderr
+    code, stdout, stderr = grm("stats", "--store", url, "--json", "--key-file", str(key_file))
+    assert code == 0 and json.loads(stdout)["encrypted"] is True, stderr
+    monkeypatch.setenv("GRM_MASTER_KEY", OTHER.hex())
+    code, _out, stderr = grm("stats", "--store", url, "--json")
+    assert code == 2 and "wrong master key" in stderr
 
 
 def _child(url: str, key: bytes, body: str) -> subprocess.Popen:
