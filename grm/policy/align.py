@@ -98,7 +98,9 @@ _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these
 # at Globex" (a claim of another predicate, not the fact's)
 _CHANGED = (r"(?:(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
             r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower|upp|doubl|halv)"
-            r"(?:e|es|ed|ing)?|(?:went|gone|go)\s+(?:up|down|to)|(?:goes|going)\s+(?:up|down)|rose|dropped)")
+            r"(?:e|es|ed|ing)?|(?:went|gone|go)\s+(?:up|down|to)|(?:goes|going)\s+(?:up|down)|rose|dropped|"
+            r"drops?|dropping|ris(?:es|ing)|fell|falls?|falling|cuts?|cutting|reduc(?:e|es|ed|ing)|climb(?:s|ed|ing)?|"
+            r"jump(?:s|ed|ing)?)")
 # ("goes to" is a habit, "my dog goes to Greenfield", not a change; "went to $12.99" is one)
 _LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|i['’]?m|we['’]?re|"
                    rf"{_CHANGED})\b"
@@ -115,6 +117,7 @@ _LOWER_NAME = re.compile(r"\b(?:to|is|are|now|with|on|at|using|use|uses|got|have
                          r"(?:(?:a|an|the)\s+)?(?P<np>(?!(?:my|our|your|his|her|their|it|this|that)\b)[a-z0-9][\w'’&.-]*"
                          r"(?:\s+(?!(?:now|these|from|this|starting|instead|again|for|since|today|yesterday|and|but|so|"
                          r"because|as|at|in|on|with|to|too|any|anymore|though|btw|lol|is|was)\b)[a-z0-9][\w'’&.-]*){0,2})")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _JOINERS = frozenset("of the and de van on at in over".split())
 _JOINS = re.compile(rf"\s+(?:(?:{'|'.join(_JOINERS)})\s+){{1,3}}")  # between the words of one Name
 _OPENS = re.compile(r"(?:^|[.!?;:]\s*|\n\s*)$")  # a sentence starts here
@@ -131,6 +134,8 @@ _NOT_NAMES = frozenset("i i'm i've i'll we we're we've they the a an my our your
 def kinds(value: str) -> list[str]:
     """The kinds of value `value` holds, the first what it is (`kind`): "on Tuesdays at 4pm" is
     a time and a day."""
+    if _EMAIL.search(value):
+        return ["email"]  # whole: its name and domain are no Name or code of their own
     out = [k for k, p in (("address", _ADDRESS), ("time", _TIME), ("day", _DAY)) if p.search(value)]
     names = _names(value)
     if _CODE.search(value) and not any(b - a > len(c) for a, b in names for c in _CODE.findall(value[a:b])):
@@ -143,7 +148,7 @@ def kinds(value: str) -> list[str]:
 
 
 def kind(value: str) -> str | None:
-    """What kind of value `value` is: time, day, code, name, place (a value said with its
+    """What kind of value `value` is: email, address, time, day, code, name, place (a value said with its
     preposition and a noun, "stored in the basement") or None (plain words)."""
     return next(iter(kinds(value)), None)
 
@@ -192,7 +197,7 @@ def _spans(text: str, k: str) -> list[tuple[int, int, str]]:
             else:
                 out.append((m.start(), m.end(), said))
         return out
-    pattern = {"address": _ADDRESS, "time": _TIME, "day": _DAY, "code": _CODE}[k]
+    pattern = {"address": _ADDRESS, "time": _TIME, "day": _DAY, "code": _CODE, "email": _EMAIL}[k]
     out = [(m.start(), m.end(), m.group()) for m in pattern.finditer(text)]
     if k == "code":  # a time's or a date's digits are not a code
         taken = [(m.start(), m.end()) for p in (_TIME, _DAY) for m in p.finditer(text)]
@@ -301,9 +306,13 @@ def _said(value: str, text: str, k: str | None = None) -> bool:
 
 def _shape(code: str) -> str:
     """A code's shape: letter runs as A, digit runs as 9 ("TP1357" and "TP1361" are "A9",
-    "B-12" and "C-07" "A-9"); a plain number has none (too many numbers are alike)."""
+    "B-12" and "C-07" "A-9"); a plain number or amount has none (too many are alike: "$650" is
+    no new "$2180")."""
     shape = re.sub(r"\d+", "9", re.sub(r"[^\W\d_]+", "A", code))
-    return shape if shape != "9" else ""
+    return "" if re.fullmatch(r"[$£€]?9(?:[.,]9)*", shape) else shape
+
+
+_NUMBER = re.compile(r"[$£€]?\d")
 
 
 def _be(predicate: str) -> bool:
@@ -340,8 +349,8 @@ def _new_value(text: str, fact: Fact, k: str, core: tuple[int, int], named: bool
     for a, b, v in _spans(text, k):
         if _said(old, v, k) or _said(v, old, k) or (_content(v) and _content(v) <= subject):
             continue
-        if k == "code" and old[:1].isdigit() and not v[:1].isdigit():
-            continue  # a number's new value is a number: "Tele2" is no locker number for "318"
+        if k == "code" and _NUMBER.match(old) and not _NUMBER.match(v):
+            continue  # a number's new value is a number: "Tele2" is no locker number for "318", "REFINANCED" no "$2180"
         if not named and not _linked(text, fact, k, a, b):
             continue
         found.append((a, v))

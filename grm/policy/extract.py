@@ -59,11 +59,12 @@ from grm.policy.updates import EVENT_VERB, expand, parse_update
 MAX_VALUE_CHARS = 200
 MAX_SUBJECT_WORDS = 8
 
-# a period ends a clause unless it is inside a number (3.5) or ends a title ("Dr. Okafor")
+# a period ends a sentence or clause before a space (or the end), not inside a number (3.5) or an
+# address (jen.morales@outlook.com), nor after a title ("Dr. Okafor")
 _TITLES = "".join(rf"(?<!\b{t})" for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Prof", "Jr", "Sr", "Mt"))
 # ("3.5", "ann@x.org", "Marigold!2024" are not ends)
 _SENTENCE = re.compile(r"[!?](?![^\s!?])|\n|" + _TITLES + r"\.(?=\s)")
-_CLAUSE = re.compile(r"[!?](?![^\s!?])|[;\n]|" + _TITLES + r"(?:(?<!\d)\.|\.(?!\d))|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)",
+_CLAUSE = re.compile(r"[!?](?![^\s!?])|[;\n]|" + _TITLES + r"\.(?=\s|$)|,?\s+(?:and|but)\s+(?=(?:my|our|i|the)\b)",
                      re.IGNORECASE)
 _POSSESSIVE = re.compile(r"\b(?P<s>(?:my|our|(?-i:[A-Z])[\w-]*['’]s)\s+\w[\w'’ -]{0,80}?)\s+(?P<p>is|are)\s+(?P<v>.+)",
                          re.IGNORECASE)

@@ -330,6 +330,9 @@ _I_USE = re.compile(rf"^(?P<s>i|we)(?:\s+(?:am|are)\s+|'m\s+|'re\s+|(?:\s+have|'
                     rf"chose|picked|switched\s+to|moved\s+to|go\s+with|drive|ride|own|take|attend|follow|"
                     rf"work\s+for|play\s+for|listen\s+to|read|watch|fly|support|root\s+for|study\s+at|"
                     rf"train\s+with|run\s+with|walk\s+with)\s+{_V}{_END}", re.IGNORECASE)
+# "we're going to Tokyo next year" is a trip, not where we go
+_PLAN = re.compile(r"\b(?:next|tomorrow|tonight|later|soon|this\s+(?:weekend|week|month|year|summer|winter|spring|"
+                   r"fall|autumn)|in\s+(?:a|\d+)\s+(?:days?|weeks?|months?|years?))\b", re.IGNORECASE)
 _BASE = {"going to": "go to", "seeing": "see", "using": "use", "staying at": "stay at", "banking with": "bank with",
          "shopping at": "shop at", "work for": "work at"}  # "we've been going to Zazie": one claim with "we go to Zazie"
 # someone who now does a thing for me: "Oskar manages me", "Dr. Wu treats us"
@@ -388,7 +391,7 @@ def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
                          intent)
         if p is None and (m := _BARE_IS.match(piece)):
             p = _checked(m["s"], "is", m["v"], old, intent)
-        if p is None and (m := _I_USE.match(piece)):
+        if p is None and (m := _I_USE.match(piece)) and not (m["verb"].casefold() == "going to" and _PLAN.search(m["v"])):
             who = "I" if m["s"].casefold() == "i" else "we"
             p = (_checked(kind, "is", m["v"], old, intent) if kind else
                  _checked(who, _BASE.get(m["verb"].casefold(), m["verb"].casefold()), m["v"], old or gone, intent))

@@ -78,6 +78,9 @@ def said(mem, first, then):
     # an amount keeps its currency; a password with a symbol inside
     ("I pay $8.50 a month for Netflix.", "netflix went up to 9.99 for me", "$9.99 a month"),
     ("Our router password is heron55.", "Kestrel#2025 is the new router password, the old one leaked", "Kestrel#2025"),
+    # a change said by a verb of amount; a word in capitals is no new amount; an address whole
+    ("My car loan payment is $410 a month.", "BIG NEWS, monthly car loan payment drops to $365 after the refi", "$365"),
+    ("My work email is ana.k@acme.io.", "new work email from today: ana.kowal@acme-group.com", "ana.kowal@acme-group.com"),
 ])
 def test_an_update_no_rule_reads_supersedes_the_fact_it_names_or_touches(mem, first, then, want):
     mem.observe(first, evidence_id="t#1", now=1.0)
@@ -101,6 +104,7 @@ def test_an_update_no_rule_reads_supersedes_the_fact_it_names_or_touches(mem, fi
     ("The bins are emptied on Monday mornings.", "The council changed the logo on the bins."),  # no day said
     ("My dentist is Dr. Roy.", "My sister now has braces from an orthodontist in Leeds."),  # related, not linked
     ("My phone plan is with Telia.", "My phone now has a cracked screen from Tuesday's fall."),  # no value
+    ("My rent is $1200 a month.", "cut my monthly gym budget to $40 for now"),  # an amount is no code shape
 ])
 def test_turns_that_are_no_update_leave_the_fact(mem, first, then):
     said(mem, first, then)

@@ -48,6 +48,8 @@ def claims(text):
     ("We usually bank with Nordea.", [("we", "bank with", "Nordea")]),
     ("Our heating comes from Fortum.", [("Our heating", "comes from", "Fortum")]),
     ("The door code at my office is 4471.", [("The door code at my office", "is", "4471")]),
+    # a period inside an address ends nothing
+    ("My email address is jen.morales@outlook.com.", [("My email address", "is", "jen.morales@outlook.com")]),
 ])
 def test_rules_find_claims(text, want):
     assert claims(text) == want
@@ -59,6 +61,8 @@ def test_rules_find_claims(text, want):
     # no habit: a verb of thought, a past, no value to find again, a bare verb after my X
     "I think Anna is nice", "I left Telia for Tele2 last week", "my dog goes to the park", "I walked to Tesco",
     "my kids love Lego", "my sister drive a Volvo",
+    # a trip is not where we go
+    "started on Japanese since we're going to Tokyo next year", "we're going to Oslo tomorrow",
 ])
 def test_rules_refuse(text):
     assert claims(text) == []
