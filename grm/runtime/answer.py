@@ -36,7 +36,7 @@ from grm.errors import UserInputError
 from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
 from grm.grafts.blend import BlendConfig
-from grm.grafts.floor import DocumentFrequencies, ground, stem
+from grm.grafts.floor import DocumentFrequencies, Grounding, declarative, ground, question_terms, stem, terms
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
@@ -213,13 +213,12 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     nothing on it) this is `plan_exact`, and the whole prompt is stored."""
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0
-    query = memory_query(ctx, recall)
-    routed = route_grafts(ctx, query) if split > 0 else []
+    query, routed, got = route_memory(ctx, recall) if split > 0 else (recall, [], None)
     # memory already in the prompt is not mounted again, and an earlier exchange that asked this
     # very message adds nothing but its old answer (an echo)
     routed = [r for r in routed if r.graft.text.strip() not in prompt
               and not (r.graft.kind == "evidence" and recall.strip() in r.graft.text)]
-    if routed and ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(query, routed).abstain:
+    if routed and got is not None and ctx.grafts.grounding(query, routed).abstain:
         routed = []
     if not routed:
         return plan_exact(ctx, prompt, max_new, store_prompt)
@@ -349,6 +348,31 @@ def memory_query(ctx: Context, text: str) -> str:
     return _WORD.sub(held, text)
 
 
+def route_memory(ctx: Context, text: str, exclude: frozenset[str] = frozenset(),
+                 also: tuple[str, ...] = ()) -> tuple[str, list[Routed], Grounding | None]:
+    """(the query memory was asked, the grafts routed for it, their grounding: None when the floor
+    is off) for the question `text`. The question
+    is routed as typed; only where that abstains is it routed as `memory_query` asks it, and that
+    is kept only when it grounds and, if it kept any word as typed, a routed text holds one of
+    those: "Who is my boss?" (its one word replaced) is asked as "manager", but "Which company
+    insures my home?" is not answered from where my dad *lives* when nothing routed holds
+    "insure" or "company"."""
+    routed = route_grafts(ctx, text, exclude)
+    if ctx.grafts.config.abstain_floor <= 0:
+        return text, routed, None
+    got = ctx.grafts.grounding(text, routed, also=also)
+    query = memory_query(ctx, text) if got.abstain else text
+    if query == text:
+        return text, routed, got
+    routed2 = route_grafts(ctx, query, exclude)
+    got2 = ctx.grafts.grounding(query, routed2, also=also)
+    kept = question_terms(text) & question_terms(query)
+    said = set().union(*(terms(declarative(t)) for t in [r.graft.text for r in routed2] + list(also)))
+    if got2.abstain or (kept and not kept & said):
+        return text, routed, got
+    return query, routed2, got2
+
+
 def route_grafts(ctx: Context, text: str, exclude: frozenset[str] = frozenset()) -> list[Routed]:
     """Grafts routed for `text`: never a superseded fact, a stale turn or a folded one; a routed
     digest descends to its best source turn."""
@@ -360,9 +384,8 @@ def route_grafts(ctx: Context, text: str, exclude: frozenset[str] = frozenset())
 def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:
     """[sinks | the top routed grafts, least relevant first | question]. Composed grafts never
     attended to each other, so the answer is not an exact hit (lossy) once two are mounted."""
-    query = memory_query(ctx, question)
-    routed = route_grafts(ctx, query)
-    if ctx.grafts.config.abstain_floor > 0 and ctx.grafts.grounding(query, routed).abstain:
+    _, routed, got = route_memory(ctx, question)
+    if got is not None and got.abstain:
         return Ready(Arena(new_cache(), 0), [], "grafts", [graft_mount(r) for r in routed], routed=routed,
                      abstained=True)
     if not routed:

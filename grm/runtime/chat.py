@@ -39,8 +39,8 @@ from grm.errors import UserInputError
 from grm.grafts.floor import asks_memory
 from grm.kv import cache_from_kv, crop, kv_from_cache
 from grm.kv.forward import prefill
-from grm.runtime.answer import (Generation, Ready, fit_lead, graft_mount, memory_query, mount, mount_routed,
-                                route_grafts, run, with_lead)
+from grm.runtime.answer import (Generation, Ready, fit_lead, graft_mount, mount, mount_routed,
+                                route_grafts, route_memory, run, with_lead)
 from grm.runtime.lead import answer_lead
 from grm.runtime.policy_glue import evidence_id
 
@@ -144,15 +144,16 @@ class ChatSession:
         tok, model = ctx.lm.tokenizer, ctx.lm.model
         reads0, ins0 = ctx.residency.counters["host_page_ins"], ctx.residency.counters["device_page_ins"]
         live = [] if self.clear_context else list(self.window)
-        query = memory_query(ctx, text)  # a word memory never held, in one it did ("boss": manager)
-        routed = route_grafts(ctx, query, frozenset(live))
-        t_route = time.perf_counter()
-        if ctx.grafts.config.abstain_floor > 0 and asks_memory(text):
+        if asks_memory(text):  # grounded (grm/grafts/floor.py); a word memory never held asked in one it did
             also = tuple(ctx.grafts.get(gid).text for gid in live)
-            if ctx.grafts.grounding(query, routed, also=also).abstain:  # grm/grafts/floor.py
-                return Reply(turn=self.turn, user=text, answer=ctx.config.abstain_line, abstained=True,
-                             mounted=[graft_mount(r) for r in routed], why=[r.why() for r in routed],
-                             timings={"route_s": round(t_route - t0, 4), "total_s": round(t_route - t0, 4)})
+            _, routed, got = route_memory(ctx, text, frozenset(live), also)
+        else:
+            routed, got = route_grafts(ctx, text, frozenset(live)), None
+        t_route = time.perf_counter()
+        if got is not None and got.abstain:
+            return Reply(turn=self.turn, user=text, answer=ctx.config.abstain_line, abstained=True,
+                         mounted=[graft_mount(r) for r in routed], why=[r.why() for r in routed],
+                         timings={"route_s": round(t_route - t0, 4), "total_s": round(t_route - t0, 4)})
         mounts = mount_routed(ctx, routed, live)
         read = itertools.chain((r.graft.text for r in routed), (ctx.grafts.get(gid).text for gid in reversed(live)))
         prompt, lead = turn_read(text, ctx.config.lead != "off" and bool(routed), read)

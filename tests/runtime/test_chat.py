@@ -231,3 +231,8 @@ def test_a_word_memory_never_held_is_asked_in_a_related_one_it_did(make_runtime)
     assert memory_query(chat.ctx, "Who is my dentist?") == "Who is my dentist?"
     r = chat.send("Who is my boss?")
     assert not r.abstained and any("Ottilie" in chat.ctx.grafts.get(m["id"]).text for m in r.mounted)
+    # asked as typed first; as "live" for "home" only where a word kept as typed is held too
+    chat.send("We live at 12 Elm Street.")
+    assert memory_query(chat.ctx, "Who insures my home?") == "Who insures my live?"
+    assert chat.send("Who insures my home?").abstained  # not answered from where we live
+    assert not chat.send("Where is my home?").abstained  # its one word asked as "live"
