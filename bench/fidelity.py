@@ -405,13 +405,23 @@ def _pct(a: int, b: int) -> str:
 
 def _table(res: dict) -> list[str]:
     out = [f"{res.get('model') or 'smollm2-135m'} fp32 (default flags otherwise), greedy, plain questions, every memory chat with the live context "
-           "cleared every turn. In context = the same turns read as text, in order, then the question (memory off).",
-           "", "## Plain-words updates", "",
-           "| split | latest value (memory) | latest value (in context) | fact superseded by the rules | stale value served |",
-           "|---|---|---|---|---|"]
-    for u in res["updates"]:
+           "cleared every turn. In context = the same turns read as text, in order, then the question (memory off)."]
+    if "updates" in res:
+        out += _updates_table(res["updates"])
+    if "corrections" not in res:  # --splits: the updates alone
+        return out
+    return out + _checks_table(res)
+
+
+def _updates_table(updates: list[dict]) -> list[str]:
+    out = ["", "## Plain-words updates", "",
+           "| split | latest value (memory) | latest value (in context) | fact superseded by the rules | stale value served "
+           "| memory said it holds nothing (every question is answerable) |",
+           "|---|---|---|---|---|---|"]
+    for u in updates:
+        abstained = sum(bool(r.get("abstained")) for r in u["rows"])
         out.append(f"| {u['split']} | {_pct(u['latest'], u['n'])} | {_pct(u['in_context_latest'], u['n'])} | "
-                   f"{_pct(u['superseded'], u['n'])} | {u['stale']} |")
+                   f"{_pct(u['superseded'], u['n'])} | {u['stale']} | {abstained} |")
     out += ["", "What was tuned on what: TUNE: the phrasings grm/policy/updates.py's patterns were written against "
             "(session 5). HELD-OUT: written after them, not used to change the rules. Session 6 (the cue reader, "
             "canonical statements, restating the superseded fact's sentence) was written from general update forms "
@@ -453,13 +463,16 @@ def _table(res: dict) -> list[str]:
             "changed after (fidelity-fresh9-first-run.md): the blind figure of session 10. No split is blind to "
             "the code of 641171c.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
-    for u in res["updates"]:
+    for u in updates:
         for r in u["rows"]:
             out.append(f"| {u['split']} | {r['update']} | {r['question']} | {'ok' if r['latest'] else 'NO'} "
                        f"{r['answer'][:40]!r} | {'ok' if r['in_context_latest'] else 'NO'} {r['in_context'][:40]!r} |")
-    if "corrections" not in res:  # --splits: the updates alone
-        return out
+    return out
+
+
+def _checks_table(res: dict) -> list[str]:
     c = res["corrections"]
+    out = []
     out += ["", "## Corrections (`correct memory:`, 10 phrasings)", "",
             f"Stale values served after the correction: **{c['stale']}/{c['n']}** in memory "
             f"({c['in_context_stale']}/{c['n']} in context); new value answered: {c['new']}/{c['n']} in memory, "
@@ -469,8 +482,8 @@ def _table(res: dict) -> list[str]:
     for r in c["rows"]:
         out.append(f"| `{r['correction']}` | {'STALE ' if r['stale'] else ''}{r['answer'][:40]!r} | "
                    f"{'STALE ' if r['in_context_stale'] else ''}{r['in_context'][:40]!r} |")
-    m = res["model_extractor"]
-    out += ["", f"Model-backed extractor (`extractor=\"model\"`, off by default): {m['n']} updates no rule reads "
+    m = res.get("model_extractor") or {"n": 0, "rows": []}
+    out += [] if not m["n"] else ["", f"Model-backed extractor (`extractor=\"model\"`, off by default): {m['n']} updates no rule reads "
             f"(HARD_UPDATES, written once), the fact's live value afterwards: rules {_pct(m['rule'], m['n'])}, "
             f"rules + model {_pct(m['model'], m['n'])} ({m['model_calls']} model calls, {m['review']} held for review).", "",
             "| update | rules | rules + model |", "|---|---|---|"]
@@ -515,12 +528,13 @@ def main(args: argparse.Namespace) -> int:
     res: dict = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24) as rt:
-            res["updates"] = [updates(rt.for_tenant(split), split) for split in (args.splits or UPDATES)]
-            if args.splits:  # only these updates splits: no extractor, corrections or abstention
-                return _write(res, args, t0, threads)
-            res["model_extractor"] = model_extractor(rt)
-        print("updates done", file=sys.stderr)
+        if not args.checks:
+            with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24) as rt:
+                res["updates"] = [updates(rt.for_tenant(split), split) for split in (args.splits or UPDATES)]
+                if args.splits:  # only these updates splits: no extractor, corrections or abstention
+                    return _write(res, args, t0, threads)
+                res["model_extractor"] = model_extractor(rt)
+            print("updates done", file=sys.stderr)
         with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24) as rt:
             res["corrections"] = corrections(rt)
         print("corrections done", file=sys.stderr)
@@ -533,6 +547,8 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["model"] = args.model or "smollm2-135m"
     name, flag = "fidelity", ""
+    if args.checks:
+        name, flag = "fidelity-checks", " --checks"
     if args.splits:
         name, flag = f"fidelity-{'-'.join(args.splits)}", f" --splits {','.join(args.splits)}"
     if args.model:
@@ -552,6 +568,8 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--splits", type=splits, default=None,
                    help=f"only these updates splits, comma-separated (of {', '.join(UPDATES)}); skips the "
                         "model extractor, corrections and abstention")
+    p.add_argument("--checks", action="store_true",
+                   help="only the corrections and abstention checks (no updates splits, no model extractor)")
 
 
 if __name__ == "__main__":

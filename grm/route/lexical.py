@@ -1,4 +1,5 @@
-"""The lexical routing channel: SQLite FTS5 BM25 over stored text, plus a bonus for identifiers.
+"""The lexical routing channel: SQLite FTS5 BM25 over stored text (the query's words, and at half
+weight their other inflections, `forms`), plus a bonus for identifiers.
 
 BM25 alone treats "the" and "Velmora" alike once they are rare enough; the words that pin a
 memory down are identifiers: numbers, and capitalized words that do not start a sentence (proper
@@ -16,6 +17,7 @@ from grm.store import Record
 from grm.store.backend import StoreBackend
 
 MAX_CANDIDATES = 4096  # rows fetched at most when `keep` rejects most of the index's best ones
+FORM_WEIGHT = 0.5  # a word matched in another inflection (`forms`) counts this much of an exact match
 _WORD = re.compile(r"[\w'-]+", re.UNICODE)
 _STOP = frozenset(
     "what which who whom whose when where why how is are was were be been being am the a an of in on at to "
@@ -60,6 +62,39 @@ def identifiers(text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def forms(word: str) -> list[str]:
+    """Other inflections of a word of 4+ letters: plural and singular, the verb in -s, -ed and
+    -ing ("allergy": allergies; "insures": insure, insured, insuring; "lives": live, lived,
+    living), so BM25, which matches whole tokens, finds a memory said in another form of the
+    question's word. A form no text holds costs nothing."""
+    w = word.casefold()
+    if len(w) < 4 or not w.isalpha():
+        return []
+    if w.endswith("ies"):
+        bases = {w[:-3] + "y"}
+    elif w.endswith(("sses", "shes", "ches", "xes")):
+        bases = {w[:-2]}
+    elif w.endswith("s") and not w.endswith("ss"):
+        bases = {w[:-1]}
+    elif w.endswith("ied"):
+        bases = {w[:-3] + "y"}
+    elif w.endswith("ed"):
+        bases = {w[:-1], w[:-2]}  # "insured": insure; "parked": park
+    elif w.endswith("ing"):
+        bases = {w[:-3] + "e", w[:-3]}  # "living": live; "parking": park
+    else:
+        bases = {w}
+    out = set()
+    for b in bases:
+        if b.endswith("e"):
+            out |= {b, b + "s", b + "d", b[:-1] + "ing"}
+        elif b.endswith("y") and b[-2:-1] not in ("a", "e", "o", "u"):
+            out |= {b, b[:-1] + "ies", b[:-1] + "ied", b + "ing"}
+        else:
+            out |= {b, b + ("es" if b.endswith(("s", "sh", "ch", "x")) else "s"), b + "ed", b + "ing"}
+    return sorted(out - {w})
+
+
 def search(store: StoreBackend, tenant: str, query: str, kind: str, config: LexicalConfig,
            keep: "callable[[Record], bool]" = lambda r: True) -> list[Hit]:
     """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent).
@@ -67,13 +102,24 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
     words = [w for w in _WORD.findall(query) if w.casefold() not in _STOP]
     if not words:
         return []
-    query, limit = " ".join(words), config.candidates
-    while True:  # `keep` filters after the index ranks: widen until enough candidates survive it
-        rows = store.search_text(tenant, query, kind=kind, limit=limit)
-        found = [(r, s) for r, s in rows if keep(r)]
-        if len(found) >= config.candidates or len(rows) < limit or limit >= MAX_CANDIDATES:
-            break
-        limit *= 4
+    query = " ".join(words)
+
+    def ranked(text: str) -> list[tuple[Record, float]]:
+        limit = config.candidates
+        while True:  # `keep` filters after the index ranks: widen until enough candidates survive it
+            rows = store.search_text(tenant, text, kind=kind, limit=limit)
+            found = [(r, s) for r, s in rows if keep(r)]
+            if len(found) >= config.candidates or len(rows) < limit or limit >= MAX_CANDIDATES:
+                return found
+            limit *= 4
+
+    found = ranked(query)
+    other = list(dict.fromkeys(f for w in words for f in forms(w)))
+    if other:  # a memory said in other forms of the words counts, at FORM_WEIGHT of their BM25
+        scores = {r.key: [r, s] for r, s in found}
+        for r, s in ranked(" ".join(other)):
+            scores.setdefault(r.key, [r, 0.0])[1] += FORM_WEIGHT * s
+        found = sorted(((r, s) for r, s in scores.values()), key=lambda t: -t[1])
     found = found[: config.candidates]
     if not found:
         return []
