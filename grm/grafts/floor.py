@@ -43,6 +43,8 @@ _KIND_VALUE = {
     "year": re.compile(r"\b(?:1[89]|20)\d{2}\b"),
     "month": re.compile(rf"\b{_MONTHS}", re.IGNORECASE),
 }
+_DO_VERB = re.compile(r"\b(?:do|does|did)\s+(?:my|our|the|your|his|her|their)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}?\s+"
+                      r"(?P<verb>[\w'’-]+)(?:\s+(?:in|at|to|on|for|with|from|up|by))?\s*\?\s*$", re.IGNORECASE)
 _DETERMINERS = frozenset("my our the what which whose your their his her".split())
 _QUESTION_SENTENCE = re.compile(r"[^.!?\n]*\?")
 _ASK = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how|do|does|did|is|are|was|were|can|could|"
@@ -141,7 +143,10 @@ class Grounding:
 def topic_terms(question: str) -> set[str]:
     """The words of the question's noun phrases: those after my/our/the/what/which/whose up to
     the next function word, past participles dropped ("What is my cat called?" -> cat, "What
-    bike do I ride?" -> bike). What the question is about weighs more than how it is asked."""
+    bike do I ride?" -> bike), and the verb that ends a question after do/does/did and its noun
+    phrase ("When does my mother-in-law arrive?" -> mother-in-law). What the question is about
+    weighs more than how it is asked."""
+    verb = m["verb"].casefold() if (m := _DO_VERB.search(question)) else None
     out: set[str] = set()
     on = False
     for w in _WORD.findall(question):
@@ -150,7 +155,7 @@ def topic_terms(question: str) -> set[str]:
             on = True
         elif low in _STOP:
             on = False
-        elif on and not (len(low) > 4 and low.endswith("ed")):
+        elif on and not (len(low) > 4 and low.endswith("ed")) and low != verb:
             out.add(stem(w))
     return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from grm.grafts.floor import DocumentFrequencies, asks_memory, declarative, ground, stem, support
+from grm.grafts.floor import DocumentFrequencies, asks_memory, declarative, ground, stem, support, topic_terms
 
 STORE = ["User: My locker code is 4721.\nAssistant: Noted.\n\n", "User: My cat is Pepper.\nAssistant: Nice.\n\n",
          "User: The garage code is 8305.\nAssistant: Ok.\n\n", "User: What is my sister's name?\nAssistant: Anna.\n\n"]
@@ -83,3 +83,18 @@ def test_a_kind_of_value_is_found_by_a_value_of_that_kind_and_contractions_ask_n
     assert support("What's our veg box?", held, freq) == (1.0, ())
     assert support("Who's my dentist?", ["My dentist is Dr. Vale."], freq) == (1.0, ())
     assert "month" in support("What month is the fair?", ["We may go to the fair."], freq)[1]
+
+
+@pytest.mark.parametrize("question, topic", [
+    ("When does my mother-in-law arrive?", {"mother-in-law"}),
+    ("Which city does my brother live in?", {"city", "brother"}),
+    ("What school does my daughter attend?", {"school", "daughter"}),
+    ("Where did I park my scooter?", {"scooter"}),  # no noun phrase after "did": the scooter stays
+])
+def test_the_verb_after_do_and_its_noun_phrase_is_how_it_is_asked(question, topic):
+    """The verb ending a do-question is not what the question is about: missing, it costs a
+    quarter of a noun ("arrive" vs "visiting on the 12th")."""
+    assert topic_terms(question) == topic
+    said = ["User: My mother-in-law is visiting on the 12th of October.\n"]
+    if "mother" in question:
+        assert support(question, said, DocumentFrequencies(said + STORE))[0] > 0.6  # 0.36 were "arrive" a noun
