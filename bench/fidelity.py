@@ -262,8 +262,9 @@ def in_context(rt, turns: list[tuple[str, str]], question: str) -> str:
     return with_lead(lead, rt.ask(text + asked, memory=False, chat=True, stop=TURN_STOPS).answer.strip())
 
 
-def live_value(chat, new: str) -> bool:
-    return any(has(f.value, new) for f in chat.glue.policy.facts())
+def live_value(chat, value: str) -> bool:
+    """A live fact holds `value` (with the old value: memory still holds it, superseded or not)."""
+    return any(has(f.value, value) for f in chat.glue.policy.facts())
 
 
 def updates(rt, split: str) -> dict:
@@ -279,7 +280,7 @@ def updates(rt, split: str) -> dict:
         ceiling = in_context(rt, [(s, first[i].answer), (u, second[i].answer)], q)
         rows.append({"statement": s, "update": u, "question": q, "old": old, "new": new, "answer": r.answer,
                      "latest": has(r.answer, new) and not has(r.answer, old), "stale": has(r.answer, old),
-                     "superseded": live_value(chat, new), "abstained": r.abstained,
+                     "superseded": live_value(chat, new) and not live_value(chat, old), "abstained": r.abstained,
                      "in_context": ceiling, "in_context_latest": has(ceiling, new) and not has(ceiling, old)})
     reviews = [it.line() for it in chat.glue.policy.reviews.pending()]
     return {"split": split, "rows": rows, "latest": sum(r["latest"] for r in rows),
@@ -415,7 +416,7 @@ def _table(res: dict) -> list[str]:
 
 def _updates_table(updates: list[dict]) -> list[str]:
     out = ["", "## Plain-words updates", "",
-           "| split | latest value (memory) | latest value (in context) | fact superseded by the rules | stale value served "
+           "| split | latest value (memory) | latest value (in context) | memory holds the new value, not the old (the rules) | stale value served "
            "| memory said it holds nothing (every question is answerable) |",
            "|---|---|---|---|---|---|"]
     for u in updates:
