@@ -5,8 +5,9 @@ relative to the best candidate) says which memory is closest, not whether any is
 floor asks instead: how much of the question does the routed text cover, weighted by how rare
 each of its words is in this store? `support` is the inverse-document-frequency mass of the
 question's content words (function words dropped, plurals and possessives folded) found in the
-routed texts, over the mass of all of them, the words of its noun phrases ("my cat", "the
-wifi password") weighing 4x the rest ("called", "ride": how it is asked); document frequencies come from the store's own
+routed texts, in any inflection ("moved" holds "move"), over the mass of all of them, the words
+of its noun phrases ("my cat", "the wifi password") weighing 4x the rest ("called", "ride": how
+it is asked); document frequencies come from the store's own
 routable texts, so a word every memory holds ("code" in a store of codes) counts for little and
 a word no memory holds (a name never stored) counts the most. The questions of a chat turn's
 user line ("User: What is ...?") are not evidence and are left out.
@@ -23,12 +24,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from grm.route.lexical import _STOP, _WORD, identifiers
+from grm.route.lexical import _STOP, _WORD, forms, identifiers
 
 DEFAULT_FLOOR = 0.449  # calibrated on the tuning split of bench/fidelity.py; see bench/results/fidelity.md
 ABSTAIN_LINE = "I don't have anything in memory about that."
 OTHER_WEIGHT = 0.25  # a content word outside the question's noun phrases ("ride", "opens") weighs this much
-_ANSWER_KIND = frozenset({"name", "called"})
+# words naming what kind of answer is wanted, or asking for it as it is now ("my current
+# address"): a statement says "my dog is Max", "I live at ...", never "name" or "current"
+_ANSWER_KIND = frozenset({"name", "called", "current", "currently", "latest", "present"})
 # a word naming the kind of value asked for ("What day ...?", "At what time ...?") is found in a
 # text holding a value of that kind, whatever its words: "comes on Sunday" answers "what day"
 _MONTHS = (r"(?:january|february|march|april|(?-i:May)|june|july|august|september|october|november|december|"
@@ -71,8 +74,8 @@ def terms(text: str) -> set[str]:
 
 
 def question_terms(question: str) -> set[str]:
-    """Content words of a question, less the words that name the kind of answer it wants
-    ("What is my dog's name?": a statement says "my dog is Max", never "name")."""
+    """Content words of a question, less the words that name the kind of answer it wants or ask
+    for it as it is now ("What is my dog's name?", "my current weight": `_ANSWER_KIND`)."""
     return terms(question) - _ANSWER_KIND
 
 
@@ -172,12 +175,14 @@ def support(question: str, texts: Sequence[str], freq: DocumentFrequencies) -> t
         said = declarative(text)
         have |= terms(said) | {k for k in want & _KIND_VALUE.keys() if _KIND_VALUE[k].search(said)}
 
+    held = {t for t in want if t in have or any(f in have for f in forms(t))}  # "moved" holds "move"
+
     def weight(t: str) -> float:
         return freq.idf(t) * (1.0 if t in topic else OTHER_WEIGHT)
 
     total = sum(weight(t) for t in want) or 1.0
-    missing = tuple(sorted(want - have))
-    return sum(weight(t) for t in want & have) / total, missing
+    missing = tuple(sorted(want - held))
+    return sum(weight(t) for t in held) / total, missing
 
 
 def ground(question: str, texts: Sequence[str], freq: DocumentFrequencies, floor: float) -> Grounding:

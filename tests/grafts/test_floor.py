@@ -98,3 +98,11 @@ def test_the_verb_after_do_and_its_noun_phrase_is_how_it_is_asked(question, topi
     said = ["User: My mother-in-law is visiting on the 12th of October.\n"]
     if "mother" in question:
         assert support(question, said, DocumentFrequencies(said + STORE))[0] > 0.6  # 0.36 were "arrive" a noun
+
+
+def test_a_word_said_in_another_inflection_is_held():
+    said = ["User: My brother moved to San Luis Obispo.\n", "User: I take Allegra for my allergies.\n"]
+    freq = DocumentFrequencies(said + STORE)
+    assert support("Where did my brother move to?", said[:1], freq) == (1.0, ())
+    assert support("Where does my brother currently live?", said[:1], freq)[1] == ("live",)  # "currently" asks nothing
+    assert support("Which pharmacy fills my allergy medication?", said[1:], freq)[1] == ("fill", "medication", "pharmacy")
