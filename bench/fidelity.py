@@ -461,8 +461,16 @@ def _updates_table(updates: list[dict]) -> list[str]:
             "after reading its rows (habits of mine, 'the X at my Y', reviews the reader may place, joined Names, "
             "ranking by shared words, the kind a turn says, addresses, related words for words memory never "
             "held), so later FRESH-8 rows are tuned. FRESH-9 was first run on the code of 641171c, nothing "
-            "changed after (fidelity-fresh9-first-run.md): the blind figure of session 10. No split is blind to "
-            "the code of 641171c.",
+            "changed after (fidelity-fresh9-first-run.md): the blind figure of session 10. Session 11 read FRESH-9's "
+            "rows and made general fixes from them and unit sentences (a period inside an email address, a trip is no "
+            "habit, an amount has no code shape, a number's new value is a number, verbs of amount as change cues, "
+            "emails as a kind; lexical routing by other inflections; related words only where the question as typed "
+            "abstains; the verb of a do-question weighs as how it is asked), so FRESH-9 rows are tuned from then. "
+            "FRESH-10 and FRESH-11 (30 each) were written blind by a helper at the start of session 11 and first run "
+            "on the code of e8a2fd3 (fidelity-fresh10-fresh11-first-run.md; its 'superseded' column still counted any "
+            "live fact holding the new value); nothing was changed after reading their rows. FRESH-12 (30) was "
+            "written blind in session 11 and first run on its final code (fidelity-fresh12-first-run.md). No split is "
+            "blind to the code after it.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in updates:
         for r in u["rows"]:
