@@ -97,10 +97,12 @@ _GONE = re.compile(r"\b(?:instead|rather\s+than|no\s+longer|any\s*more|now|these
 # Wednesdays", "the shuttle goes at 8:15", "the bike lives in the shed"; never "my sister now works
 # at Globex" (a claim of another predicate, not the fact's)
 _CHANGED = (r"(?:(?:mov|shift|switch|bump|push|delay|reset|rotat|renam|relocat|reassign|transferr?|reschedul|postpon|"
-            r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower|upp|doubl|halv)"
-            r"(?:e|es|ed|ing)?|(?:went|gone|go)\s+(?:up|down|to)|(?:goes|going)\s+(?:up|down)|rose|dropped|"
-            r"drops?|dropping|ris(?:es|ing)|fell|falls?|falling|cuts?|cutting|reduc(?:e|es|ed|ing)|climb(?:s|ed|ing)?|"
-            r"jump(?:s|ed|ing)?)")
+            r"updat|replac|reissu|issu|assign|upgrad|chang|swapp?|port|rebook|renew|rais|increas|decreas|lower|upp)"
+            r"(?:e|es|ed|ing)?|(?:went|gone|go)\s+(?:up|down|to)|(?:goes|going)\s+(?:up|down)|rose|dropped|fell|"
+            r"doubled|doubling|halved|halving|dropping|rising|falling|cutting|reduc(?:e|es|ed|ing)|climbed|climbing|jumped|"
+            # a word that is a noun as often ("the doubles", "eye drops", "Niagara Falls") changes only with a "to" or
+            # "by" after it: "payment drops to $1965", "I cut my deposit to $650"
+            r"(?:doubles?|halves|drops?|rises?|falls?|cuts?|climbs?|jumps?)(?=(?:\s+[\w$£€'’-]+){0,4}?\s+(?:to|by)\b))")
 # ("goes to" is a habit, "my dog goes to Greenfield", not a change; "went to $12.99" is one)
 _LINK = re.compile(rf"\b(?:is|are|was|were|be|been|being|becomes?|became|new|different|number|no|code|i['’]?m|we['’]?re|"
                    rf"{_CHANGED})\b"
