@@ -351,12 +351,11 @@ def memory_query(ctx: Context, text: str) -> str:
 def route_memory(ctx: Context, text: str, exclude: frozenset[str] = frozenset(),
                  also: tuple[str, ...] = ()) -> tuple[str, list[Routed], Grounding | None]:
     """(the query memory was asked, the grafts routed for it, their grounding: None when the floor
-    is off) for the question `text`. The question
-    is routed as typed; only where that abstains is it routed as `memory_query` asks it, and that
-    is kept only when it grounds and, if it kept any word as typed, a routed text holds one of
-    those: "Who is my boss?" (its one word replaced) is asked as "manager", but "Which company
-    insures my home?" is not answered from where my dad *lives* when nothing routed holds
-    "insure" or "company"."""
+    is off) for the question `text`. The question is routed as typed; only where that abstains is
+    it routed as `memory_query` asks it, and that is kept only when it grounds and, if it kept any
+    word as typed, a routed text holds one of those: "Who is my boss?" (its one word replaced) is
+    asked as "manager", but "Who insures my home?" is not answered from where we *live* when
+    nothing routed holds "insure"."""
     routed = route_grafts(ctx, text, exclude)
     if ctx.grafts.config.abstain_floor <= 0:
         return text, routed, None
