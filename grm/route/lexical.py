@@ -1,5 +1,6 @@
-"""The lexical routing channel: SQLite FTS5 BM25 over stored text (the query's words, and at half
-weight their other inflections, `forms`), plus a bonus for identifiers.
+"""The lexical routing channel: SQLite FTS5 BM25 over stored text (the query's words; a word no
+candidate says as asked, at half weight in its other inflections, `forms`), plus a bonus for
+identifiers.
 
 BM25 alone treats "the" and "Velmora" alike once they are rare enough; the words that pin a
 memory down are identifiers: numbers, and capitalized words that do not start a sentence (proper
@@ -114,8 +115,9 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
             limit *= 4
 
     found = ranked(query)
-    other = list(dict.fromkeys(f for w in words for f in forms(w)))
-    if other:  # a memory said in other forms of the words counts, at FORM_WEIGHT of their BM25
+    said = {t.casefold() for r, _ in found for t in _WORD.findall(r.text or "")}
+    other = list(dict.fromkeys(f for w in words if w.casefold() not in said for f in forms(w)))
+    if other:  # a word no candidate says as asked, found in its other forms at FORM_WEIGHT of their BM25
         scores = {r.key: [r, s] for r, s in found}
         for r, s in ranked(" ".join(other)):
             scores.setdefault(r.key, [r, 0.0])[1] += FORM_WEIGHT * s

@@ -34,3 +34,22 @@ def test_another_form_is_found_and_the_very_words_rank_first():
     assert [h.record.key for h in search(st, "t", "What allergy medication am I on?", "graft", cfg)] == ["a"]
     assert [h.record.key for h in search(st, "t", "What's my desk number at work?", "graft", cfg)][0] == "b"
     st.close()
+
+
+def test_other_forms_are_searched_only_for_a_word_no_candidate_says():
+    class Counting:
+        def __init__(self, st):
+            self.st, self.queries = st, []
+
+        def search_text(self, tenant, query, **kw):
+            self.queries.append(query)
+            return self.st.search_text(tenant, query, **kw)
+
+    st = Store.open(StoreConfig(root=Path("/mem/lex2"), fs=MemoryFS()))
+    st.put("t", "graft", "a", text="My desk at work is 6F-031.")
+    counting = Counting(st)
+    search(counting, "t", "my desk at work", "graft", LexicalConfig())
+    assert counting.queries == ["desk work"]  # both said as asked: one query
+    search(counting, "t", "my desks", "graft", LexicalConfig())
+    assert counting.queries[1:] == ["desks", "desk desked desking"]
+    st.close()
