@@ -481,8 +481,7 @@ def _updates_table(updates: list[dict]) -> list[str]:
 
 def _checks_table(res: dict) -> list[str]:
     c = res["corrections"]
-    out = []
-    out += ["", "## Corrections (`correct memory:`, 10 phrasings)", "",
+    out = ["", "## Corrections (`correct memory:`, 10 phrasings)", "",
             f"Stale values served after the correction: **{c['stale']}/{c['n']}** in memory "
             f"({c['in_context_stale']}/{c['n']} in context); new value answered: {c['new']}/{c['n']} in memory, "
             f"{c['in_context_new']}/{c['n']} in context. The question asked before the correction held the old value "
@@ -491,7 +490,7 @@ def _checks_table(res: dict) -> list[str]:
     for r in c["rows"]:
         out.append(f"| `{r['correction']}` | {'STALE ' if r['stale'] else ''}{r['answer'][:40]!r} | "
                    f"{'STALE ' if r['in_context_stale'] else ''}{r['in_context'][:40]!r} |")
-    m = res.get("model_extractor") or {"n": 0, "rows": []}
+    m = res.get("model_extractor", {"n": 0, "rows": []})  # not run with --checks
     out += [] if not m["n"] else ["", f"Model-backed extractor (`extractor=\"model\"`, off by default): {m['n']} updates no rule reads "
             f"(HARD_UPDATES, written once), the fact's live value afterwards: rules {_pct(m['rule'], m['n'])}, "
             f"rules + model {_pct(m['model'], m['n'])} ({m['model_calls']} model calls, {m['review']} held for review).", "",

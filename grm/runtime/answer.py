@@ -36,7 +36,7 @@ from grm.errors import UserInputError
 from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
 from grm.grafts.blend import BlendConfig
-from grm.grafts.floor import DocumentFrequencies, Grounding, declarative, ground, question_terms, stem, terms
+from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms, stem
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
@@ -365,9 +365,8 @@ def route_memory(ctx: Context, text: str, exclude: frozenset[str] = frozenset(),
         return text, routed, got
     routed2 = route_grafts(ctx, query, exclude)
     got2 = ctx.grafts.grounding(query, routed2, also=also)
-    kept = question_terms(text) & question_terms(query)
-    said = set().union(*(terms(declarative(t)) for t in [r.graft.text for r in routed2] + list(also)))
-    if got2.abstain or (kept and not kept & said):
+    kept = question_terms(text) & question_terms(query)  # the words not replaced
+    if got2.abstain or (kept and kept <= set(got2.missing)):
         return text, routed, got
     return query, routed2, got2
 
