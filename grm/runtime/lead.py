@@ -342,6 +342,16 @@ def _which(rest: list[str]) -> list[str] | None:
             if when:  # What year did the choir start singing? -> The choir started singing in
                 phrase = _do_phrase(low, clause)
                 return phrase + [when] if phrase and phrase[-1].lower() not in PREPOSITIONS else phrase
+            if low in AUX and noun[-1] in LABEL_NOUNS and noun != ["number"]:
+                # a label's value is said right after it: "What flight number does X operate to
+                # Lisbon?" -> X operates flight number; "Which platform does the X leave from?"
+                # -> The X leaves from platform ("The flight number X operates to Lisbon is" got
+                # "not a flight number"). A bare "What number do I dial ...?" keeps "The number
+                # you dial ... is" (it answered as often as the primed lead)
+                phrase = _do_phrase(low, clause)
+                if phrase and phrase[-1].lower() not in PREPOSITIONS:
+                    phrase = _do_phrase(low, clause, keep_after=False)
+                return [*phrase, *noun] if phrase else None
             if low in AUX:  # Which train does my sister take? -> The train your sister takes is
                 phrase = _do_phrase(low, clause)
                 return ["The", *noun, *phrase, is_] if phrase else None
