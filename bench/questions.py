@@ -7,7 +7,9 @@ only the question's form and the model vary. Every fact is asked two ways:
 - paraphrase: other words ("What number opens the X vault?"; recall.py's questions for the tune
   templates),
 each in three forms: plain ("Question: q\\nAnswer:"), primed (the benchmark's hand-written lead:
-"...\\nAnswer: The number that opens the X vault is") and derived (grm/runtime/lead.py's rules;
+"...\\nAnswer: The number that opens the X vault is") and derived (grm/runtime/lead.py's rules,
+fitted to the article read as the pipeline fits them to what it mounts, grm/runtime/answer.fit_lead:
+since session 12 a label asked is led by the label, "Room", where the text says it before a value;
 a question no rule covers is asked plain, counted under `derived`, and its coverage reported).
 Splits: `tune`: recall.py's 5 templates, which the lead rules were written against; `held-out`:
 5 other templates written afterwards, nothing changed after seeing them. Scoring: the number
@@ -185,7 +187,7 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
     from grm.kv import cache_from_kv, kv_from_cache
     from grm.kv.forward import prefill
     from grm.runtime import Runtime
-    from grm.runtime.answer import QUESTION_TEMPLATE
+    from grm.runtime.answer import QUESTION_TEMPLATE, fit_lead
     from grm.runtime.generate import greedy
     from grm.runtime.lead import answer_lead
     from grm.runtime.model_lead import ModelLead
@@ -210,8 +212,9 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
                 row = {"answer": f["answer"]}
                 for kind in ("repeat", "paraphrase"):
                     q, lead = f[kind]
-                    derived = answer_lead(q)
-                    written = derived or writer.lead(q)
+                    rule = answer_lead(q)  # fitted to the article read, as the pipeline fits it to what it mounted
+                    derived = fit_lead(rule, [text], q)
+                    written = fit_lead(rule or writer.lead(q), [text], q)
                     row[f"{kind}_derived_lead"], row[f"{kind}_model_lead"] = derived, written
                     for form in FORMS:
                         use = {"plain": None, "primed": lead, "derived": derived, "model": written}[form]
@@ -242,7 +245,11 @@ TUNED = ("What was tuned on what: the lead rules (grm/runtime/lead.py) were writ
          "(bench/data/sealed/questions-*.json) were each written by a helper who never saw the rules and first run "
          "once (questions-smollm2-135m-sealedN-first-run.md: SEALED-2 and -3 with 12 new tokens, SEALED-4 and -5 "
          "with 32); the rules were widened after reading SEALED-3's and SEALED-4's rows (sessions 8 and 9), so "
-         "only each first run is blind. SEALED-5 was first run on the final code of session 9.")
+         "only each first run is blind. SEALED-5 was first run on the final code of session 9. SEALED-6 was first "
+         "run on the rules of a0b2742 (session 11); session 12 read its rows and added the label forms (a label "
+         "noun's value said after it; the label alone as the lead where the text says it before a value), so "
+         "SEALED-6 is tuned from then. SEALED-7 was written blind at the start of session 12 and first run on its "
+         "final code.")
 
 
 def _table(res: dict) -> list[str]:

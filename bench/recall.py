@@ -129,7 +129,8 @@ def read_texts(rt, runs: list[list[int]], question: str, max_new: int, prefix: d
         prefix = {} if prefix is None else prefix
         prefix.update(key=key, cache=cache, seat=seat)
     cache, seat = prefix["cache"], prefix["seat"]
-    q, lead = question_read(rt.ctx, question)  # the pipeline's own question tokens and answer lead
+    # the pipeline's own question tokens and answer lead, fitted to the same texts (best routed first)
+    q, lead = question_read(rt.ctx, question, [tok.decode(ids) for ids in reversed(runs)])
     logits = prefill(model, cache, q, seat)
     text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter())
     crop(cache, seat)

@@ -62,7 +62,7 @@ def turn_read(text: str, lead: bool = True, read: Iterable[str] = ()) -> tuple[s
     something was routed), its preposition the one the texts `read` before it say (`fit_lead`).
     The same lead the ask path uses (bench/results/fidelity.md and chat_ceiling.md measure the
     chat with it)."""
-    said = fit_lead(answer_lead(text), read) if lead and text.rstrip().endswith("?") else None
+    said = fit_lead(answer_lead(text), read, text) if lead and text.rstrip().endswith("?") else None
     return TURN_PROMPT.format(text=text) + (f" {said}" if said else ""), said
 HARVEST_MODES = ("live", "standalone", "user")
 

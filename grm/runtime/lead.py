@@ -57,6 +57,8 @@ aunt uncle neighbour neighbor kid kids child children parents grandma grandpa fa
 # nouns said before their value: "stands at number 12", "leaves from platform 4"
 LABEL_NOUNS = frozenset("""number page platform gate floor room row channel exit aisle level seat chapter track lane
 pier berth bay door unit suite stall booth table court stand pitch box locker route line junction""".split())
+# labels a question asks the value of ("Which extension ...?"): the label nouns, and "extension"
+ASKED_LABELS = LABEL_NOUNS | {"extension"}
 MEASURES = ("long", "much", "old", "tall", "far", "big", "high", "deep", "wide", "heavy", "large", "often")
 CLAUSE_WORDS = ("when", "if", "while", "because", "although", "whereas", "unless")
 # a head noun naming a property of the next one: "What size shoes do I wear?" is no "The size shoes ..."
@@ -110,6 +112,24 @@ def answer_lead(question: str) -> str | None:
         return None
     lead = " ".join(lead)
     return lead[0].upper() + lead[1:]
+
+
+def asked_label(question: str) -> str | None:
+    """The label a Which/What question asks the value of, with the words before it ("What flight
+    number does X operate?" -> "flight number", "Which internal extension reaches X?" -> "internal
+    extension", "Which room of the X Hotel ...?" -> "room"), or None: no label noun (ASKED_LABELS)
+    within its first three words, or a bare "number" ("What number opens the X vault?": many texts
+    say "number" before some other value)."""
+    words = question.strip().rstrip("?").split()
+    if len(words) < 3 or words[0].lower() not in ("which", "what"):
+        return None
+    label = None
+    for j in range(1, min(4, len(words))):
+        if not _plain_word(words[j]):
+            break
+        if words[j] in ASKED_LABELS and words[1:j + 1] != ["number"]:
+            label = " ".join(words[1:j + 1])  # the longest: "seat number", not "seat"
+    return label
 
 
 _BACK = re.compile(r"\b(?:i\s+am|i'm|i've|i'd|i'll|myself|ourselves|mine|ours|my|our|me|us|we|i)\b", re.IGNORECASE)

@@ -236,3 +236,30 @@ def test_a_word_memory_never_held_is_asked_in_a_related_one_it_did(make_runtime)
     assert memory_query(chat.ctx, "Who insures my home?") == "Who insures my live?"
     assert chat.send("Who insures my home?").abstained  # not answered from where we live
     assert not chat.send("Where is my home?").abstained  # its one word asked as "live"
+
+
+@pytest.mark.parametrize("question, read, want", [
+    ("Which room of the Osrodal Hotel is reserved for the keynote speaker?",
+     ["Room 6493 of the Osrodal Hotel is reserved for the keynote speaker."], "Room"),
+    ("What flight number does Vexa Airlines operate to Lisbon?", ["Vexa Airlines operates flight number 1859."],
+     "Flight number"),
+    ("Which internal extension reaches the Plox helpdesk?", ["Dial extension 9940 for the Plox helpdesk."],
+     "Internal extension"),
+    ("What gate does my flight board at?", ["My flight boards at gate B12."], "Gate"),
+    ("What seat number did I book?", ["I booked seat number 22A."], "Seat number"),
+    # the text says no value after the label: the rules' lead stays
+    ("Which bus line goes to the Plox hospital?", ["Route 7420 is the bus line to the Plox hospital."],
+     "The bus line that goes to the Plox hospital is"),
+    # a bare "number" is no label
+    ("What number opens the Plox vault?", ["The vault's number 12 door opens with code 4827."],
+     "The number that opens the Plox vault is"),
+])
+def test_a_label_asked_leads_with_the_label_where_the_text_read_says_it(question, read, want):
+    """"Which room ...?" is led by "Room" where a text read says "Room 6493" (grm/runtime/answer.fit_lead)."""
+    from grm.runtime.answer import fit_lead
+    from grm.runtime.chat import turn_read
+    from grm.runtime.lead import answer_lead
+
+    assert fit_lead(answer_lead(question), read, question) == want
+    assert turn_read(question, read=iter(read))[1] == want
+    assert fit_lead(answer_lead(question), [], question) == answer_lead(question)  # nothing read: the rules' lead
