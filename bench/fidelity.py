@@ -469,8 +469,11 @@ def _updates_table(updates: list[dict]) -> list[str]:
             "FRESH-10 and FRESH-11 (30 each) were written blind by a helper at the start of session 11 and first run "
             "on the code of e8a2fd3 (fidelity-fresh10-fresh11-first-run.md; its 'superseded' column still counted any "
             "live fact holding the new value); nothing was changed after reading their rows. FRESH-12 (30) was "
-            "written blind in session 11 and first run on its final code (fidelity-fresh12-first-run.md). No split is "
-            "blind to the code after it.",
+            "written blind in session 11 and first run on its final code (fidelity-fresh12-first-run.md). Session 12 "
+            "changed no update rule (a routed turn bringing its later mentions was tried on FRESH-10..12 and dropped: "
+            "no gain). FRESH-13 and FRESH-14 (30 each) were written blind by a helper at the start of session 12 and "
+            "first run on the code of 881df60 (fidelity-fresh13-fresh14-first-run.md). No split is blind to the code "
+            "after it.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in updates:
         for r in u["rows"]:
