@@ -63,8 +63,11 @@ _TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1
                    re.IGNORECASE)
 _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
           r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?")
+# an ordinal before the noun it counts is no date: "the 12th floor", "5th Avenue", "3rd grade"
+_NOT_A_DATE = (r"(?!\s+(?:floor|grade|avenue|ave|street|st|road|rd|place|row|level|round|year|time|birthday|"
+               r"anniversary|century|edition|(?-i:[A-Z]))\b)")
 _DAY = re.compile(rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?{_MONTH}(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}})?\b"
-                  rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
+                  rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b{_NOT_A_DATE}|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
                   re.IGNORECASE)
 # a street address: "12 Alder Road", "307 Birchwood Ave" (its number alone is no code to change)
 _ADDRESS = re.compile(r"\b\d+[a-z]?\s+(?:[\w'’-]+\s+){1,3}?(?:street|st|road|rd|avenue|ave|lane|ln|drive|dr|boulevard|blvd|"
@@ -74,7 +77,7 @@ _ADDRESS = re.compile(r"\b\d+[a-z]?\s+(?:[\w'’-]+\s+){1,3}?(?:street|st|road|r
 _CODE = re.compile(r"(?<![\w#@$£€!*&+=-])[#@$£€]?(?:[\w-]|[!@#%&*+=](?=\w))*\d(?:[\w./-]|,\d{3}(?!\d)|[!@#%&*+=](?=\w))*"
                    r"(?<![.-])"
                    r"(?:(?<=[A-Z0-9])\s[A-Z0-9]{2,4}\b(?![.'’-]\w))?")
-_NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+)?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+|&\s+)?[A-Z][\w'’&-]*)*")
+_NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+|\b\d{1,3}(?:st|nd|rd|th)\s+(?=[A-Z]))?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+|&\s+)?[A-Z][\w'’&-]*)*")
 _PLACE = re.compile(r"\b(?P<p>in|at|on|under|behind|inside|into|near|by|to)\s+"
                     r"(?P<np>(?:(?:the|my|our|a|an)\s+[a-z]|(?-i:[A-Z]))[\w'’-]*"  # "the shed", "Rosa's cafe"
                     r"(?:\s+(?!(?:now|today|these|from|this|starting|instead|again|for|since|in|on|at|under|behind|by|near|to|with|"
@@ -130,7 +133,9 @@ MAX_WORDS = 60  # a longer turn (a pasted text) is no plain update
 # capitalized words that are no Name: sentence openers, pronouns, days (found as days)
 _NOT_NAMES = frozenset("i i'm i've i'll we we're we've they the a an my our your it it's this that there so and but "
                        "from starting since as of when then also just hi hey ok okay fyi btw heads update yes no "
-                       "well oh actually she he his her him its their them you me us please thanks".split())
+                       "well oh actually she he his her him its their them you me us please thanks "
+                       # past verbs opening a sentence ("Quit boulder barn.")
+                       "quit left got sold bought took put gave made found".split())
 
 
 def kinds(value: str) -> list[str]:
@@ -334,6 +339,9 @@ def _linked(text: str, fact: Fact, k: str, a: int, b: int) -> bool:
     for m in re.finditer(r"[\w'’-]+", text):
         if not _content(m.group()) & topic:
             continue
+        if (re.search(rf"\b{_CHANGED}\s+(?:(?:my|our|the)\s+)?$", text[:m.start()], re.IGNORECASE)
+                and m.end() <= a and _ANCHOR.search(text[:a])):
+            return True  # the subject changed, then its new value named: "switched therapists, seeing someone named X"
         gap = text[m.end():a] if m.end() <= a else text[b:m.start()]
         if (not _content(gap) or _LINK.search(gap) or (link and link.search(gap)) or _content(gap) & own
                 or re.search(r"\bnew\s+(?:[\w'’-]+\s+){0,3}$", text[:m.start()], re.IGNORECASE)):

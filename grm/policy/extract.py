@@ -128,6 +128,12 @@ _LIKE = re.compile(r"\bi\s+(?P<p>like|love)\s+(?P<v>.+)", re.IGNORECASE)
 _GENERIC = re.compile(r"(?P<s>\S.{0,80}?)\s+(?P<be>is|are)\s+(?P<v>.+)", re.IGNORECASE)
 _WHEN_SAID = re.compile(r"\s*,?\s+(?:now|these\s+days|nowadays|any\s*more|from\s+now\s+on|for\s+now)$", re.IGNORECASE)
 _CALLED = re.compile(r"^(?:called|named|known\s+as)\s+", re.IGNORECASE)
+# where a value ends and the next clause of the same sentence begins: a second predicate of the
+# same subject ("with Geico and costs $112 a month") or a clause of its own after a comma ("Dr.
+# Lena Moss, I see her every other Wednesday"); the value is what comes before
+_NEXT_CLAUSE = re.compile(r"\s+and\s+(?=(?:is|are|was|has|have|costs?|takes?|pays?|gets?|runs?|meets?|starts?|ends?|"
+                          r"lives?|works?|goes?|charges?|comes?|opens?|closes?)\b)"
+                          r"|,\s+(?:and\s+)?(?=(?:i|we|he|she|they|it)\s+[a-z])", re.IGNORECASE)
 _SKIP_START = ("if ", "when ", "whether ", "what ", "who ", "where ", "how ", "why ", "which ",
                "do ", "does ", "is ", "are ", "maybe ", "perhaps ", "unless ")
 _NEGATION = ("not ", "no ", "no longer ", "never ", "n't ")
@@ -142,6 +148,7 @@ class Extractor(Protocol):
 
 
 def _clean_value(v: str) -> str | None:
+    v = _NEXT_CLAUSE.split(v, maxsplit=1)[0]  # "Geico and costs $112 a month" is "Geico"
     v = v.strip().rstrip(".!,;:").strip().strip("\"'“”‘’«»").strip()
     v = _CALLED.sub("", v) if len(v.split()) > 1 else v  # "called Orion" is "Orion"
     v = _WHEN_SAID.sub("", v).strip().rstrip(",") if len(v.split()) > 1 else v  # "green tea now" is "green tea"
@@ -164,6 +171,15 @@ def _is_value(v: str) -> bool:
     bare = re.sub(r"^(?:the|a|an)\s+", "", v.strip())
     return (_is_number(v) or _is_name(bare) or bare.casefold() in TIME_WORDS or bool(_PART_OF_DAY.fullmatch(bare))
             or (len(v) <= 40 and " " not in v and any(ch in "#@_/" for ch in v)))
+
+
+# a value said with an adjunct after it: "8:30 on school nights", "March 14 at 3pm"
+_HEAD_THEN = re.compile(r"^(?P<head>\S+(?:\s+\S+){0,2}?)\s+(?:on|at|in|for|every|from|with)\s+\S", re.IGNORECASE)
+
+
+def _valued(v: str) -> bool:
+    """A value the generic rules take (`_is_value`), or one followed by an adjunct phrase."""
+    return _is_value(v) or bool(not _WHEN.match(v) and (m := _HEAD_THEN.match(v)) and _is_value(m["head"]))
 
 
 def clauses(text: str) -> list[str]:
@@ -220,7 +236,7 @@ def parse_clause(clause: str, intent: str = "inferred", habits: bool = True) -> 
             return make("I" if m["s"].casefold() == "i" else "we", verb, v)
     if m := _LIKE.search(clause):
         return make("I", m["p"].casefold(), m["v"])
-    if (h := _HAVE_ON.match(clause.strip())) and (v := _clean_value(h["v"])) is not None and _is_value(v):
+    if (h := _HAVE_ON.match(clause.strip())) and (v := _clean_value(h["v"])) is not None and _valued(v):
         whose = "my" if h["s"].casefold() == "i" else "our"
         p = make(f"{whose} {h['n']}", "is", h["v"])  # "I have a pottery class on Thursdays": my pottery class
         said = f"{whose.capitalize()} {h['n']} is {h['p'].casefold()} {p.value}" if p else ""
@@ -249,7 +265,7 @@ def parse_clause(clause: str, intent: str = "inferred", habits: bool = True) -> 
     if m := _GENERIC.fullmatch(clause.strip()):  # the predicate is "is" for "are" too; the statement as said
         s, v, be = m["s"].strip(), _clean_value(m["v"]), m["be"].casefold()
         subject_ok = s.casefold().startswith("the ") or _is_name(s)
-        if v is not None and subject_ok and _is_value(v):
+        if v is not None and subject_ok and _valued(v):
             p = make(s, "is", v)
             return None if p is None else replace(p, statement=f"{p.subject} {be} {v}")
         when = _WHEN.match(v or "")

@@ -197,6 +197,15 @@ def test_someone_changing_a_thing_is_no_fact_about_them(mem):
      "$70 a month"),
     ("My family doctor is Dr. Imre at Park Clinic.", "our insurance changed so we had to switch GPs, I now see Dr. Sorensen",
      "Dr. Sorensen"),
+    # the subject changed, then its new value named after an anchor word
+    ("My dentist is Dr. Carla Brandt.", "switched dentists, going to someone named Pavel Sousa now", "Pavel Sousa"),
+    # the old value named without the rest of the claim's sentence
+    ("My car insurance is with Mutua and costs $90 a month.", "Switched from Mutua to Allianz, saved a bit", "Allianz"),
+    # an ordinal before the noun it counts is no date; before a Name it is part of the Name
+    ("My studio is on the 4th floor of the Mill Building.", "they moved us to the 9th floor, great views", "9th"),
+    ("My climbing gym is Boulder Barn on 3rd Avenue.", "Quit boulder barn. joined Vertex instead, it's closer", "Vertex"),
+    # a value said with an adjunct, changed
+    ("The kids' bedtime is 8:30 on school nights.", "we pushed bedtime to 9:15 since they're older", "9:15"),
 ])
 def test_more_update_forms_supersede_the_fact_they_change(mem, first, then, want):
     (made,) = mem.observe(first, evidence_id="t#1", now=1.0)

@@ -50,6 +50,15 @@ def claims(text):
     ("The door code at my office is 4471.", [("The door code at my office", "is", "4471")]),
     # a period inside an address ends nothing
     ("My email address is jen.morales@outlook.com.", [("My email address", "is", "jen.morales@outlook.com")]),
+    # a value ends where the next clause begins: a second predicate, a clause of its own after a comma
+    ("My car insurance is with Mutua and costs $90 a month.", [("My car insurance", "is", "with Mutua")]),
+    ("My therapist is Dr. Ines Vaz, I see her on Fridays.", [("My therapist", "is", "Dr. Ines Vaz")]),
+    ("My favourite duo is Simon and Garfunkel.", [("My favourite duo", "is", "Simon and Garfunkel")]),
+    ("My address is 12 Elm Street, Springfield.", [("My address", "is", "12 Elm Street, Springfield")]),
+    # a value with an adjunct phrase after it
+    ("The kids' bedtime is 8:30 on school nights.", [("The kids' bedtime", "is", "8:30 on school nights")]),
+    ("I have a dentist appointment on May 2 at 3pm.", [("my dentist appointment", "is", "May 2 at 3pm")]),
+    ("The meeting is at 10 with Sam.", [("The meeting", "is", "10 with Sam")]),
 ])
 def test_rules_find_claims(text, want):
     assert claims(text) == want
