@@ -206,6 +206,10 @@ def test_someone_changing_a_thing_is_no_fact_about_them(mem):
     ("My climbing gym is Boulder Barn on 3rd Avenue.", "Quit boulder barn. joined Vertex instead, it's closer", "Vertex"),
     # a value said with an adjunct, changed
     ("The kids' bedtime is 8:30 on school nights.", "we pushed bedtime to 9:15 since they're older", "9:15"),
+    # a model year before a Name is part of it; everyday words for the same subject
+    ("My car is a 2012 Toyota Yaris.", "Traded in the yaris! Now driving a 2020 Kia Niro", "2020 Kia Niro"),
+    ("The wifi password at home is tulip2020.", "changed the router pw to GreenOwl!7 fyi", "GreenOwl!7"),
+    ("My motorcycle insurance is with Allianz.", "switched the bike over to Zurich, much cheaper", "Zurich"),
 ])
 def test_more_update_forms_supersede_the_fact_they_change(mem, first, then, want):
     (made,) = mem.observe(first, evidence_id="t#1", now=1.0)
