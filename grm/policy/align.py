@@ -32,7 +32,8 @@ an update is read against each live fact (`aligned`):
    a word of the subject: a street address ("307 Birchwood Ave", changed whole), a time ("10
    am"), a day or date ("Thursdays", "the 21st"), a number
    or code ("9047", "RT-8823", "KX19 PLM"; a number's new value is a number), a Name ("Ms.
-   Ortiz", "Mint Mobile"; "a ThinkPad X1 Carbon" is a Name holding a code, so are "a 2014 Honda Civic" and "5th Avenue"; Names joined by "of
+   Ortiz", "Mint Mobile"; "a ThinkPad X1 Carbon" is a Name holding a code, so are "a 2014
+   Honda Civic" and "5th Avenue"; Names joined by "of
    the", "and", "over on" are one, "Klara and the Sun"; a sentence's first
    word that reads as an adverb or verb, "Honestly", "Joined", is none; in a turn typed all
    lowercase, what follows a verb or preposition: "im on a macbook air now"), or a place ("in
@@ -77,7 +78,10 @@ _ADDRESS = re.compile(r"\b\d+[a-z]?\s+(?:[\w'’-]+\s+){1,3}?(?:street|st|road|r
 _CODE = re.compile(r"(?<![\w#@$£€!*&+=-])[#@$£€]?(?:[\w-]|[!@#%&*+=](?=\w))*\d(?:[\w./-]|,\d{3}(?!\d)|[!@#%&*+=](?=\w))*"
                    r"(?<![.-])"
                    r"(?:(?<=[A-Z0-9])\s[A-Z0-9]{2,4}\b(?![.'’-]\w))?")
-_NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+|\b\d{1,3}(?:st|nd|rd|th)\s+(?=[A-Z])|(?:(?<=\ba )|(?<=\ban )|(?<=\bmy )|(?<=\bour )|(?<=\bthe ))(?:19|20)\d{2}\s+(?=[A-Z]))?\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+|&\s+)?[A-Z][\w'’&-]*)*")
+# a Name, with its title, ordinal ("5th Avenue") or model year ("a 2014 Honda Civic") before it
+_NAME = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+|\b\d{1,3}(?:st|nd|rd|th)\s+(?=[A-Z])"
+                   r"|(?:(?<=\ba )|(?<=\ban )|(?<=\bmy )|(?<=\bour )|(?<=\bthe ))(?:19|20)\d{2}\s+(?=[A-Z]))?"
+                   r"\b[A-Z][\w'’&-]*(?:\s+(?:of\s+|de\s+|van\s+|&\s+)?[A-Z][\w'’&-]*)*")
 _PLACE = re.compile(r"\b(?P<p>in|at|on|under|behind|inside|into|near|by|to)\s+"
                     r"(?P<np>(?:(?:the|my|our|a|an)\s+[a-z]|(?-i:[A-Z]))[\w'’-]*"  # "the shed", "Rosa's cafe"
                     r"(?:\s+(?!(?:now|today|these|from|this|starting|instead|again|for|since|in|on|at|under|behind|by|near|to|with|"
