@@ -470,14 +470,15 @@ def _updates_table(updates: list[dict]) -> list[str]:
             "on the code of e8a2fd3 (fidelity-fresh10-fresh11-first-run.md; its 'superseded' column still counted any "
             "live fact holding the new value); nothing was changed after reading their rows. FRESH-12 (30) was "
             "written blind in session 11 and first run on its final code (fidelity-fresh12-first-run.md). Session 12 "
-            "changed no update rule (a routed turn bringing its later mentions was tried on FRESH-10..12 and dropped: "
-            "no gain). FRESH-13 and FRESH-14 (30 each) were written blind by a helper at the start of session 12 and "
+            "tried a routed turn bringing its later mentions on FRESH-10..12 and dropped it (no gain). FRESH-13 and FRESH-14 (30 each) were written blind by a helper at the start of session 12 and "
             "first run on the code of 881df60 (fidelity-fresh13-fresh14-first-run.md); their rows were then read and "
             "the reader widened (a value ends where the next clause begins, a value with an adjunct, ordinals before "
             "the noun they count, a change verb before the subject, past verbs opening a sentence), so they are tuned "
             "from 53c8f32. FRESH-15 (30) was written blind mid-session 12 and first run on 53c8f32 "
-            "(fidelity-fresh15-first-run.md); FRESH-16 (30) was written blind later in session 12 and first run on its "
-            "final code (fidelity-fresh16-first-run.md). No split is blind to the code after it.",
+            "(fidelity-fresh15-first-run.md); its rows were then read and the reader widened again (model years in "
+            "Names, sentence openers, three everyday word families), so it is tuned from b1ef43e. FRESH-16 (30) was "
+            "written blind later in session 12 and first run on its final code, a846a87 "
+            "(fidelity-fresh16-first-run.md). No split is blind to the code after it.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in updates:
         for r in u["rows"]:

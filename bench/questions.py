@@ -248,8 +248,8 @@ TUNED = ("What was tuned on what: the lead rules (grm/runtime/lead.py) were writ
          "only each first run is blind. SEALED-5 was first run on the final code of session 9. SEALED-6 was first "
          "run on the rules of a0b2742 (session 11); session 12 read its rows and added the label forms (a label "
          "noun's value said after it; the label alone as the lead where the text says it before a value), so "
-         "SEALED-6 is tuned from then. SEALED-7 was written blind at the start of session 12 and first run on its "
-         "final code.")
+         "SEALED-6 is tuned from then. SEALED-7 was written blind at the start of session 12 and first run on the "
+         "rules of 881df60, the final lead rules of that session (questions-smollm2-135m-sealed7-first-run.md).")
 
 
 def _table(res: dict) -> list[str]:
