@@ -180,22 +180,42 @@ def contexts(docs: list[str], fact_list: list[dict], skip: int) -> list[str]:
     return out
 
 
+def read_article(rt, text: str):
+    """(sinks + `text` read, the seat after it): reused for every question about the article."""
+    from grm.kv import cache_from_kv, kv_from_cache
+    from grm.kv.forward import prefill
+
+    sinks, ids = rt.exact.sinks(), rt.lm.tokenizer.encode(text)
+    cache = cache_from_kv(sinks)
+    prefill(rt.lm.model, cache, ids, sinks.tokens)
+    return kv_from_cache(cache, 0), sinks.tokens + len(ids)
+
+
+def ask_read(rt, read, seat: int, question: str, lead: str | None) -> str:
+    """The answer to `question` (begun with `lead`, if any) after the article `read`."""
+    from grm.kv import cache_from_kv
+    from grm.kv.forward import prefill
+    from grm.runtime.answer import QUESTION_TEMPLATE
+    from grm.runtime.generate import greedy
+
+    tok, lm = rt.lm.tokenizer, rt.lm.model
+    q_ids = tok.encode(QUESTION_TEMPLATE.format(q=question) + (f" {lead}" if lead else ""))
+    c = cache_from_kv(read)
+    logits = prefill(lm, c, q_ids, seat)
+    return greedy(lm, tok, c, logits, seat + len(q_ids), NEW_TOKENS, time.perf_counter())[0]
+
+
 def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list[dict]], docs: list[str],
               only: tuple[str, ...] | None = None) -> dict:
     """Every split's facts asked in every form; `only`: just these splits (each split still reads
     the articles it reads in a full run)."""
-    from grm.kv import cache_from_kv, kv_from_cache
-    from grm.kv.forward import prefill
     from grm.runtime import Runtime
-    from grm.runtime.answer import QUESTION_TEMPLATE, fit_lead
-    from grm.runtime.generate import greedy
+    from grm.runtime.answer import fit_lead
     from grm.runtime.lead import answer_lead
     from grm.runtime.model_lead import ModelLead
 
     out = {}
     with Runtime.open(store=store, model=model, threads=threads) as rt:
-        tok, lm = rt.lm.tokenizer, rt.lm.model
-        sinks = rt.exact.sinks()
         writer = ModelLead(rt.lm)
         skip = 0
         for split, fs in split_facts.items():
@@ -205,10 +225,7 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
             if only and split not in only:
                 continue
             for f, text in zip(fs, texts):
-                cache = cache_from_kv(sinks)
-                ids = tok.encode(text)
-                prefill(lm, cache, ids, sinks.tokens)
-                read = kv_from_cache(cache, 0)  # sinks + article, reused for every form
+                read, seat = read_article(rt, text)  # sinks + article, reused for every form
                 row = {"answer": f["answer"]}
                 for kind in ("repeat", "paraphrase"):
                     q, lead = f[kind]
@@ -218,12 +235,7 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
                     row[f"{kind}_derived_lead"], row[f"{kind}_model_lead"] = derived, written
                     for form in FORMS:
                         use = {"plain": None, "primed": lead, "derived": derived, "model": written}[form]
-                        prompt = QUESTION_TEMPLATE.format(q=q) + (f" {use}" if use else "")
-                        c = cache_from_kv(read)
-                        q_ids = tok.encode(prompt)
-                        seat = sinks.tokens + len(ids)
-                        logits = prefill(lm, c, q_ids, seat)
-                        ans, _, _ = greedy(lm, tok, c, logits, seat + len(q_ids), NEW_TOKENS, time.perf_counter())
+                        ans = ask_read(rt, read, seat, q, use)
                         row[f"{kind}_{form}"] = ans
                         row[f"{kind}_{form}_ok"] = f["answer"] in ans
                 rows.append(row)
@@ -270,6 +282,50 @@ def _table(res: dict) -> list[str]:
     return out
 
 
+def ask_fitted(model: str, threads: int, store: Path, split_facts: dict[str, list[dict]], docs: list[str],
+               only: tuple[str, ...] | None = None) -> list[dict]:
+    """`--fitted`: every probe whose lead the text read changes (grm/runtime/answer.fit_lead: a
+    label said before a value, a preposition), asked with the rules' lead as it was and as fitted."""
+    from grm.runtime import Runtime
+    from grm.runtime.answer import fit_lead
+    from grm.runtime.lead import answer_lead
+
+    rows, skip = [], 0
+    with Runtime.open(store=store, model=model, threads=threads) as rt:
+        for split, fs in split_facts.items():
+            texts = contexts(docs, fs, skip)
+            skip += len(fs)
+            if only and split not in only:
+                continue
+            for f, text in zip(fs, texts):
+                todo = [(k, f[k][0]) for k in ("repeat", "paraphrase")
+                        if fit_lead(answer_lead(f[k][0]), [text], f[k][0]) != answer_lead(f[k][0])]
+                if not todo:
+                    continue
+                read, seat = read_article(rt, text)
+                for kind, q in todo:
+                    row = {"split": split, "kind": kind, "question": q, "answer": f["answer"]}
+                    for form, use in (("rules", answer_lead(q)), ("fitted", fit_lead(answer_lead(q), [text], q))):
+                        ans = ask_read(rt, read, seat, q, use)
+                        row.update({f"{form}_lead": use, form: ans, f"{form}_ok": f["answer"] in ans})
+                    rows.append(row)
+    return rows
+
+
+def _fitted_table(rows: list[dict]) -> list[str]:
+    out = ["Probes whose lead the article read changes (grm/runtime/answer.fit_lead), in context; the label forms "
+           "were written after reading SEALED-6's rows (so SEALED-6 is tuned), SEALED-7 is excluded from this run "
+           "unless named.", "", "| split | probes | rules' lead | fitted lead |", "|---|---|---|---|"]
+    for split in dict.fromkeys(r["split"] for r in rows):
+        rs = [r for r in rows if r["split"] == split]
+        out.append(f"| {split} | {len(rs)} | {sum(r['rules_ok'] for r in rs)} | {sum(r['fitted_ok'] for r in rs)} |")
+    out.append(f"| all | {len(rows)} | {sum(r['rules_ok'] for r in rows)} | {sum(r['fitted_ok'] for r in rows)} |")
+    out += ["", "| split | question | rules' lead | fitted lead |", "|---|---|---|---|"]
+    out += [f"| {r['split']} | {r['question']} | {'Y' if r['rules_ok'] else 'n'} {r['rules_lead']!r} -> {r['rules'][:30]!r} "
+            f"| {'Y' if r['fitted_ok'] else 'n'} {r['fitted_lead']!r} -> {r['fitted'][:30]!r} |" for r in rows]
+    return out
+
+
 def main(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -284,6 +340,15 @@ def main(args: argparse.Namespace) -> int:
     docs = news_corpus()
     models = (args.model,) if args.model else MODELS
     t0 = time.perf_counter()
+    if args.fitted:
+        only = args.splits or tuple(s for s in TEMPLATES if s != "sealed7")
+        with tempfile.TemporaryDirectory() as d:
+            rows = ask_fitted(args.model or MODELS[0], threads, Path(d), split_facts, docs, only)
+        res = {"rows": rows, "seconds": time.perf_counter() - t0}
+        write_results("questions-fitted", res, _fitted_table(rows),
+                      f"python bench/questions.py --threads {threads} --fitted", quick=args.quick)
+        print("\n".join(_fitted_table(rows)))
+        return 0
     res = {"models": {}}
     with tempfile.TemporaryDirectory() as d:
         for m in models:
@@ -302,6 +367,10 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--splits", type=lambda t: tuple(t.split(",")), default=None,
                    help=f"only these splits, comma-separated (of {', '.join(TEMPLATES)}); each reads the articles "
                         "it reads in a full run")
+    p.add_argument("--fitted", action="store_true",
+                   help="only the probes whose lead the article read changes (a label, a preposition), asked with "
+                        "the rules' lead and the fitted one (questions-fitted.md); every split but sealed7 unless "
+                        "--splits names them")
 
 
 if __name__ == "__main__":
