@@ -8,6 +8,7 @@ the same folder - one file each, write + fsync + close (the per-record cost the 
 and reading them back. Shapes: 200 x 256 KB and 2,000 x 4 KB (quick: 40 x 256 KB, 400 x 4 KB).
 Issue 14 rows (bench/lib/reliability_sweeps.py): flips of every byte of the log meta, salvage of
 a 1,000-record log damaged at random offsets, and a plaintext scan of an encrypted store.
+The attacks section (issue 31) is bench/reliability_attacks.py's: kept as it is when this runs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import write_results  # noqa: E402
+from reliability_attacks import carried  # noqa: E402
 
 from grm.store import Store, StoreConfig  # noqa: E402
 from bench.lib import reliability_sweeps as sweeps  # noqa: E402
@@ -179,8 +181,10 @@ def main(args: argparse.Namespace) -> int:
               "unreadable). Salvage: one transaction per record; intact = records whose frames the damage did not "
               "touch; a cut tail opens as is and the catalog ahead of the log names what was lost. "
               + ("Quick run: smaller shapes." if quick else "")]
-    write_results("reliability", {"quick": quick, "throughput": rows, "suites": counts}, table,
-                  "grm bench reliability", quick=quick)
+    kept_md, kept_json = carried()  # bench/reliability_attacks.py's section: kept, not rewritten here
+    write_results("reliability", {"quick": quick, "throughput": rows, "suites": counts,
+                                  **({"attacks": kept_json} if kept_json and not quick else {})},
+                  table + (["", kept_md] if kept_md and not quick else []), "grm bench reliability", quick=quick)
     print("\n".join(table))
     return 0
 

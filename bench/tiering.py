@@ -142,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
                 budgets[stage] = int(floor / TierConfig(1).low_water + EVICT_KEEP * inv.by_tier()["archive"]["bytes"])
             budget = budgets[stage]
             save_budget(rt.store, budget)  # as `grm tier --apply --store-budget SIZE` does
-            policy = TieringPolicy(rt.store, rt.lm, rt.dialect, rt.config.tenant, TierConfig(budget),
+            policy = TieringPolicy(rt.store, rt.lm, rt.dialect, TierConfig(budget),
                                    PolicyConfig(**POLICY), archive=rt.archive)
             t = time.perf_counter()
             rep = policy.run()
@@ -156,7 +156,7 @@ def main(args: argparse.Namespace) -> int:
             answers += ask_all(rt, facts, stage, with_ceiling=False)
     # a long-lived process: one more document and chat turn written under the last budget, policy after each write
     with Runtime.open(**opts) as rt:
-        policy = TieringPolicy(rt.store, rt.lm, rt.dialect, rt.config.tenant, None, PolicyConfig(**POLICY),
+        policy = TieringPolicy(rt.store, rt.lm, rt.dialect, None, PolicyConfig(**POLICY),
                                archive=rt.archive)
         rt.ingest([docs[0]], progress=False)  # idempotent: nothing new; then a new one
         extra = work / "late.txt"

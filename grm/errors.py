@@ -8,9 +8,15 @@ Who catches what:
   is damaged): a damaged *payload* is never an error, it is a miss and is recomputed.
 - `StorePoisoned` is raised by every write after an fsync (or other durability) failure, until
   the store is reopened (PostgreSQL's lesson: after a failed fsync the page cache can lie).
+- `StoreBusy` (a StoreError) says another process holds what a write needs, and for how long.
+What any of them says may reach a log or a terminal: `redact` masks URL passwords, and
+`redact_logs` puts that on the log handlers of a long-lived face (the CLI, the server).
 """
 
 from __future__ import annotations
+
+import logging
+import re
 
 
 class GrmError(Exception):
@@ -48,3 +54,40 @@ class CorruptionError(StoreError):
 
 class StorePoisoned(StoreError):
     """A durability failure happened earlier; writes are refused until the store is reopened."""
+
+
+class StoreBusy(StoreError):
+    """Another process holds what this write needs (a Redis tenant's write lease): try again
+    after `retry_after_s` seconds. The server answers it 503 with Retry-After, not 500."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+# scheme://user:password@host: the password part of a URL's credentials
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/@\s:'\"]*:)(?P<pw>[^\s/'\"]+)@")
+
+
+def redact(text: str) -> str:
+    """`text` with every password in a URL masked: redis://:pw@host -> redis://:***@host."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}***@", text)
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter that masks URL passwords in every record it passes, traceback included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+def redact_logs(*loggers: str) -> None:
+    """Put a RedactingFilter on every handler of the root logger and of `loggers` (once each)."""
+    for name in ("", *loggers):
+        for handler in logging.getLogger(name or None).handlers:
+            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+                handler.addFilter(RedactingFilter())

@@ -5,14 +5,28 @@ StoreBackend interface only.
 
 Lifecycle (who calls what, when):
 1. A face (`grm tier`, `grm ingest --store-budget`, the server after a write, a chat after a turn)
-   builds one `TieringPolicy(store, lm, dialect, tenant, budget)` per process; `uses` (a UseLog)
+   builds one `TieringPolicy(store, lm, dialect, budget)` per process; `uses` (a UseLog)
    counts mounts on the request path (`note_answer`), which the next run writes.
 2. `due()` is a cheap check (the backend's stats, no row walk); `run()` applies, `run(dry_run=True)`
    says what would move and why and writes nothing. A long-lived process calls `run()` after a
    write, off the request path (the server queues it behind the requests on its one worker).
 3. Codebooks: when a demotion is planned and the model has none in the store, they are trained
-   once from the tenant's stored documents (or chat text) if they hold at least
-   `min_train_tokens` tokens; until then cold spans are dropped to text instead.
+   once from the stored text if it holds at least `min_train_tokens` tokens; until then cold
+   spans are dropped to text instead.
+
+Where codebooks come from. One set per model identity (grm/archive/codebook_store.py, under the
+system tenant) encodes every tenant's archived spans, as the plan moves every tenant's spans; so
+it is trained on every tenant's stored text (its documents; a tenant without any: its grafts'
+text), an equal share of `train_tokens` per tenant taken in turn, so no one tenant shapes the
+codebooks everybody's archive is read with (a server under API keys used to train on its config
+tenant alone, which held nothing: it archived nothing and dropped every span to text). The
+trade-off: a centroid is a mean of thousands of K/V vectors of many tenants' text, so a tenant's
+archived spans are decoded with statistics partly learned from other tenants' K/V. No API returns
+codebooks, and nothing of one tenant's text is served to another; but statistics leak little, not
+nothing (a k-means centroid of a small store can sit near one tenant's vectors). Per-tenant
+codebooks would close that channel at a cost per tenant: minutes of training each on a CPU
+(bench/results/tiering.md), their bytes stored per tenant, and no archive at all for a tenant
+holding fewer than `min_train_tokens` tokens.
 
 Crash safety: each move leaves the span servable after every write it makes (the crash tests in
 tests/tier/test_crash.py cut the disk image after each one):
@@ -29,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from grm.archive.codebook_store import codebook_versions, save_codebooks
@@ -42,6 +57,7 @@ from grm.store.tiering import (Inventory, Move, TierConfig, UseLog, inventory, m
 
 log = logging.getLogger("grm.archive")
 MAX_ROUNDS = 4  # plan -> apply rounds per run (a plan's demotion savings are estimates)
+TRAIN_CHUNK = 512  # tokens of one tenant's text taken in its turn for the shared codebooks
 
 
 @dataclass(frozen=True)
@@ -87,11 +103,11 @@ class TieringPolicy:
     """Keep `store` under its budget (see the module docstring). `budget` None: the budget stored
     by an earlier `--store-budget` (grm/store/tiering.py stored_budget), else nothing to do."""
 
-    def __init__(self, store: StoreBackend, lm, dialect, tenant: str, budget: TierConfig | int | None = None,
+    def __init__(self, store: StoreBackend, lm, dialect, budget: TierConfig | int | None = None,
                  config: PolicyConfig = PolicyConfig(), archive: ArchiveTier | None = None,
                  uses: UseLog | None = None) -> None:
         """`uses`: the process's UseLog, if the runtime already counts mounts in one."""
-        self.store, self.lm, self.dialect, self.tenant, self.config = store, lm, dialect, tenant, config
+        self.store, self.lm, self.dialect, self.config = store, lm, dialect, config
         self._budget = TierConfig(budget) if isinstance(budget, int) else budget
         self.archive = archive or ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
         self.uses = uses if uses is not None else UseLog()
@@ -118,7 +134,9 @@ class TieringPolicy:
         return used + int(st.get("log_bytes", 0) or 0) + self._row_bytes > cfg.high_water * cfg.budget
 
     # ----- a run ---------------------------------------------------------------------------------
-    def run(self, dry_run: bool = False, force: bool = False) -> TierReport:
+    def run(self, dry_run: bool = False, force: bool = False, pause: Callable[[], None] = lambda: None) -> TierReport:
+        """`pause()` is called after each move and each training window: a long-lived process may
+        serve others there (grm/serve/slices.py); each move leaves every span servable."""
         cfg = self.tier_config
         with self._lock:
             if not dry_run and self.uses.pending():
@@ -130,7 +148,7 @@ class TieringPolicy:
                 report.tiers = inv.by_tier()
                 return report
             for _ in range(1 if dry_run else MAX_ROUNDS):
-                moves = self._plan(inv, cfg, report, force)
+                moves = self._plan(inv, cfg, report, force, pause)
                 if not moves:
                     break
                 if dry_run:
@@ -139,6 +157,7 @@ class TieringPolicy:
                     break
                 for move in moves:
                     self._apply(move, report)
+                    pause()
                 inv = inventory(self.store)
                 force = False
                 if inv.footprint <= cfg.low_water * cfg.budget:
@@ -155,7 +174,8 @@ class TieringPolicy:
                                "the log are never moved)")
         return report
 
-    def _plan(self, inv: Inventory, cfg: TierConfig, report: TierReport, force: bool) -> list[Move]:
+    def _plan(self, inv: Inventory, cfg: TierConfig, report: TierReport, force: bool,
+              pause: Callable[[], None]) -> list[Move]:
         uses = merged_uses(self.store, inv)
         last = self.store.last_lsn
         have = codebook_versions(self.store, self.lm.identity)
@@ -169,7 +189,7 @@ class TieringPolicy:
             report.note = f"codebooks would be trained first, on {tokens} tokens of stored text"
             return moves
         else:
-            report.trained = self._train(text)
+            report.trained = self._train(text, pause)
             return moves
         return plan(inv, uses, cfg, last_lsn=last, can_archive=why, force=force)
 
@@ -183,25 +203,38 @@ class TieringPolicy:
         return arch / exact if exact and arch else None
 
     def _training_text(self) -> tuple[str, int]:
-        docs = sorted((r for r in self.store.records(self.tenant, DOCUMENT) if r.state == "active"),
-                      key=lambda r: r.lsn)
-        parts = [d.decode("utf-8", "replace") for r in docs if (d := self.store.read_payload(r)) is not None]
-        if not parts:  # a chat-only memory: its turns' text
-            parts = [r.text for r in self.store.records(self.tenant, GRAFT) if r.state == "active" and r.text]
-        text = "\n\n".join(parts)
-        ids = self.lm.tokenizer.encode(text)
-        if len(ids) > self.config.train_tokens:
-            text = self.lm.tokenizer.decode(ids[: self.config.train_tokens])
-        return text, min(len(ids), self.config.train_tokens)
+        """(text, tokens) to train the shared codebooks on: every tenant's stored text (the module
+        docstring), TRAIN_CHUNK tokens of each tenant in turn until `train_tokens`."""
+        texts: dict[str, list[str]] = {}
+        for r in sorted(self.store.records(None, DOCUMENT), key=lambda r: r.lsn):
+            if r.state == "active" and (d := self.store.read_payload(r)) is not None:
+                texts.setdefault(r.tenant, []).append(d.decode("utf-8", "replace"))
+        chats: dict[str, list[str]] = {}  # a tenant without documents: its grafts' text (chat turns, facts)
+        for r in sorted(self.store.records(None, GRAFT), key=lambda r: r.lsn):
+            if r.tenant not in texts and r.state == "active" and r.text:
+                chats.setdefault(r.tenant, []).append(r.text)
+        tok = self.lm.tokenizer
+        queues = [tok.encode("\n\n".join(parts)) for _, parts in sorted({**texts, **chats}.items())]
+        chunks: list[list[int]] = []
+        taken, start = 0, 0
+        while taken < self.config.train_tokens and any(len(q) > start for q in queues):
+            for q in queues:
+                piece = q[start:start + TRAIN_CHUNK][: self.config.train_tokens - taken]
+                if piece:
+                    chunks.append(piece)
+                    taken += len(piece)
+            start += TRAIN_CHUNK
+        return "\n\n".join(tok.decode(c) for c in chunks), taken
 
-    def _train(self, text: str) -> str:
+    def _train(self, text: str, pause: Callable[[], None]) -> str:
         import torch
 
         from grm.archive.train import TrainConfig, train_codebooks
 
         with torch.no_grad():
             books = train_codebooks(self.lm, self.dialect, text, TrainConfig(
-                k=self.config.k, iters=self.config.iters, max_train=self.config.max_train))
+                k=self.config.k, iters=self.config.iters, max_train=self.config.max_train),
+                progress=lambda done, total: pause())
         save_codebooks(self.store, books)
         log.info("tiering: trained codebooks %s for %s", books.version, self.lm.name)
         return books.version

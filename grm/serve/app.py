@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from grm.errors import GrmError, UserInputError
+from grm.errors import GrmError
 from grm.serve import memory_api, openai_api, ui
-from grm.serve.errors import ApiError
+from grm.serve.errors import ApiError, from_grm
 from grm.serve.http import AuthMiddleware, BodyLimit, tenant_of
 
 log = logging.getLogger("grm.serve")
@@ -60,10 +60,9 @@ async def _api_error(request: Request, exc: Exception) -> Response:
 
 
 async def _grm_error(request: Request, exc: Exception) -> Response:
-    if isinstance(exc, UserInputError):
-        return ApiError(400, str(exc)).response()
-    log.error("request failed: %s: %s", type(exc).__name__, exc)
-    return ApiError(500, f"{type(exc).__name__}: {exc}", "server_error").response()
+    assert isinstance(exc, GrmError)
+    engine = request.app.state.engine
+    return from_grm(exc, {} if isinstance(engine, Starting) else engine.hidden).response()
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:

@@ -27,7 +27,11 @@ class ServeConfig:
     keys: Path | None = None  # API keys file (tenant + SHA-256 of the key per line; grm/serve/auth.py)
     no_auth: bool = False  # every request is `tenant` without a key: only on a loopback host
     tenant: str = "default"  # the tenant of unauthenticated requests (--no-auth)
-    queue: int = 16  # requests waiting for the model worker; one more gets 429
+    queue: int = 16  # requests one API key may have waiting for the model worker; one more is its 429
+    queue_total: int = 256  # requests waiting across all keys; one more gets 503 (the server is full)
+    slice_s: float = 0.25  # a long job (document ingest) gives the worker back after this long, at its next block
+    job_timeout_s: float = 3600.0  # an ingest job not done this long after it was queued is stopped
+    tenant_bytes: int | None = None  # payload bytes one API key may store (429 for its writes past it); None: no quota
     timeout_s: float = 300.0  # a request not answered by then gets 504 (its generation is cancelled)
     max_body_bytes: int = 8 << 20  # request bodies above this get 413
     max_tokens: int = 256  # generation limit when a request gives no max_tokens
@@ -38,8 +42,12 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise UserInputError(f"bad port {self.port}: 0-65535")
-        if self.queue < 1:
-            raise UserInputError("--queue must be >= 1")
+        if self.queue < 1 or self.queue_total < self.queue:
+            raise UserInputError("--queue must be >= 1, and the server's total at least one key's")
+        if self.slice_s <= 0 or self.job_timeout_s <= 0:
+            raise UserInputError("--slice and --job-timeout must be > 0 seconds")
+        if self.tenant_bytes is not None and self.tenant_bytes < 1:
+            raise UserInputError("--tenant-bytes must be at least 1 byte")
         if self.timeout_s <= 0:
             raise UserInputError("--timeout must be > 0 seconds")
         if self.max_body_bytes < 1024 or self.max_tokens < 1 or self.trace_len < 1 or self.drain_s < 0:

@@ -1,14 +1,19 @@
-"""The engine: the server's one model worker, and the only module of grm/serve that calls the runtime.
+"""The engine: the server's one model worker. It and grm/serve/tenant.py (one tenant's memory,
+which runs on this worker) are the only modules of grm/serve that call the runtime.
 
 Lifecycle (who calls what, when):
 1. `Engine.open(runtime_config, serve_config)` loads the model and opens the store (one Runtime);
    `start()` starts the worker thread. `ready` is True from then on (GET /readyz).
-2. Request handlers (asyncio, grm/serve/openai_api.py, memory_api.py, ui.py) call `complete(...)`
-   or `run(tenant, fn)`; each returns a `Job` at once, or raises ApiError 429 when `queue` jobs
-   are already waiting (503 while draining). `await job.wait(timeout)` gets the result. Exactly
-   one job runs at a time, on the worker thread: the model and the store are never used by two
-   threads at once. `job.cancel()` (client gone, timeout) drops a queued job and stops a running
-   generation at its next token (`on_token` returns False).
+2. Request handlers (asyncio, grm/serve/openai_api.py, memory_api.py, ui.py) call `complete(...)`,
+   `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
+   Retry-After for a key with `queue` jobs waiting, or over its byte quota (`tenant_bytes`) for a
+   write; 503 when the server holds `queue_total`, or while draining. `await job.wait(timeout)`
+   gets the result. Exactly one job runs at a time, on the worker thread, in the fair order of
+   grm/serve/scheduler.py (chats before document ingest, tenants in turn); a document ingest runs
+   one slice (`slice_s`) at a time (grm/serve/slices.py), so the model and the store are never
+   used by two threads at once and a chat waits for at most one slice. `job.cancel()` (client
+   gone, timeout) drops a queued job and stops a running generation at its next token
+   (`on_token` returns False); `cancel_job` stops an ingest after its current block.
 3. `run(tenant, fn)` calls `fn(TenantMemory)`: the policy plane, documents and store figures of
    that tenant only (a view of the one runtime: `Runtime.for_tenant`).
 4. `close()` (SIGTERM, after uvicorn stopped taking requests and finished in-flight ones) refuses
@@ -19,22 +24,25 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import logging
-import queue
 import secrets
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from grm.errors import GrmError, UserInputError
-from grm.serve.errors import ApiError
+from grm.errors import GrmError, redact
+from grm.serve.errors import ApiError, from_grm
 from grm.serve.prompts import is_command_only
-from grm.store.kinds import BLOCK, DOCUMENT, GRAFT
+from grm.serve.scheduler import Limits, Scheduler
+from grm.serve.slices import Sliced, Stopped
+from grm.serve.tenant import IngestJob, TenantMemory
+from grm.store.opener import is_redis
 
 log = logging.getLogger("grm.serve")
+QUOTA_RETRY_S = 60  # Retry-After of a storage quota 429 (space comes back only when the tenant deletes)
 
 
 @dataclass(frozen=True)
@@ -66,12 +74,18 @@ class Job:
     tenant: str
     label: str
     fn: Callable[[], Any]
+    kind: str = "interactive"  # interactive | bulk (grm/serve/scheduler.py)
+    writes: bool = False  # stores memory: refused while the tenant is over its byte quota
+    sliced: Sliced | None = None  # a long job, run a slice at a time (then `fn` is unused)
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.perf_counter)
+    started_at: float | None = None  # when the worker first ran it
 
     def cancel(self) -> None:
         self.cancelled.set()
+        if self.sliced is not None:
+            self.sliced.stop("cancelled")
 
     async def wait(self, timeout: float) -> Any:
         """The job's result; ApiError 504 (and the job cancelled) after `timeout` seconds."""
@@ -82,39 +96,17 @@ class Job:
             raise ApiError(504, f"request not answered within {timeout:g} s", "timeout_error", "request_timeout")
 
 
-@dataclass
-class IngestJob:
-    id: str
-    tenant: str
-    name: str
-    layout: str
-    status: str = "queued"  # queued | running | done | failed
-    done: int = 0  # blocks stored or found so far
-    total: int = 0
-    document: str | None = None  # the document id once done
-    error: str | None = None
-    created: float = field(default_factory=time.time)
-
-    def to_json(self) -> dict:
-        return {"id": self.id, "object": "job", "status": self.status, "name": self.name, "layout": self.layout,
-                "progress": {"done": self.done, "total": self.total}, "document": self.document,
-                "error": self.error, "created": int(self.created)}
-
-
-_STOP = object()
-
-
 class Engine:
     def __init__(self, rt: Any, serve_config: Any, metrics: Any = None) -> None:
         self.rt, self.config, self.metrics = rt, serve_config, metrics
-        self._queue: queue.Queue = queue.Queue(maxsize=serve_config.queue)
+        self._scheduler = Scheduler(Limits(per_tenant=serve_config.queue, total=serve_config.queue_total))
+        self._usage: dict[str, int] = {}  # tenant -> payload bytes stored, as the worker last counted
         self._views: dict[str, Any] = {}
         self._tenants: dict[str, TenantMemory] = {}
         self._jobs: dict[str, IngestJob] = {}
         self.traces: dict[str, deque] = {}
         self._worker: threading.Thread | None = None
         self._draining = False
-        self._avg_s = 1.0  # running mean of job seconds (Retry-After estimate)
         self._lock = threading.Lock()
         self._tiering: Any = None  # grm/archive/policy.py TieringPolicy, built on first write
         self._tier_queued = False
@@ -141,8 +133,18 @@ class Engine:
         return self._worker is not None and self._worker.is_alive() and not self._draining
 
     @property
+    def hidden(self) -> dict[str, str]:
+        """Strings no client may read in an error, and what stands for them (grm/serve/errors.py public)."""
+        store, cache = self.rt.config.store, self.rt.config.cache_dir
+        out = {str(cache): "<model cache>", str(Path(cache).resolve()): "<model cache>"}
+        out.update({str(store): "<store>", redact(str(store)): "<store>"})
+        if not is_redis(store):
+            out[str(Path(store).resolve())] = "<store>"
+        return out
+
+    @property
     def queue_depth(self) -> int:
-        return self._queue.qsize()
+        return self._scheduler.depth
 
     def tokenizer(self) -> Any:
         return self.rt.lm.tokenizer
@@ -171,40 +173,76 @@ class Engine:
         import torch
 
         torch.set_grad_enabled(False)  # grad mode is per thread; the loader turned it off only in its own
-        while True:
-            job = self._queue.get()
-            if job is _STOP:
-                return
-            if job.cancelled.is_set():
-                job.future.set_exception(ApiError(499, "request cancelled before it ran", "cancelled", "cancelled"))
-                continue
+        while (job := self._scheduler.take()) is not None:
             t0 = time.perf_counter()
-            if self.metrics is not None:
-                self.metrics.queue_wait(job.tenant, t0 - job.queued_at)
+            if job.started_at is None:
+                if job.cancelled.is_set() and job.sliced is None:
+                    job.future.set_exception(ApiError(499, "request cancelled before it ran", "cancelled", "cancelled"))
+                    continue
+                job.started_at = t0
+                if self.metrics is not None:
+                    self.metrics.queue_wait(job.tenant, t0 - job.queued_at)
             try:
-                result = job.fn()
+                if job.sliced is None:
+                    if job.writes:
+                        self._check_quota(job.tenant)
+                    result = job.fn()
+                elif not job.sliced.step():  # one slice ran; the others waiting go first
+                    self._scheduler.put_back(job)
+                    continue
+                else:
+                    result = job.sliced.result()
             except BaseException as e:  # handed to the waiting request; the worker goes on
-                if not isinstance(e, (ApiError, GrmError)):
+                if isinstance(e, GrmError):
+                    e = from_grm(e, self.hidden)  # what a client may read of it
+                elif not isinstance(e, (ApiError, Stopped)):
                     log.exception("%s request of tenant %s failed", job.label, job.tenant)
                 job.future.set_exception(e)
             else:
                 job.future.set_result(result)
             finally:
-                self._avg_s = 0.8 * self._avg_s + 0.2 * (time.perf_counter() - t0)
+                self._scheduler.done(job, time.perf_counter() - t0)
+                if job.writes and self.config.tenant_bytes is not None and job.future.done():
+                    self._usage[job.tenant] = self.memory(job.tenant).stored_bytes()
 
-    def submit(self, tenant: str, label: str, fn: Callable[[], Any]) -> Job:
+    def submit(self, tenant: str, label: str, fn: Callable[[], Any], *, kind: str = "interactive",
+               writes: bool = False, sliced: Sliced | None = None) -> Job:
+        """Queue `fn` (or the sliced job) for the worker: ApiError 503 while draining; 429 + Retry-After
+        when this tenant has too many jobs waiting (or, for a write, is over its byte quota), never
+        for another tenant's; 503 + Retry-After when the whole server is full (grm/serve/scheduler.py)."""
         if self._draining:
             raise ApiError(503, "the server is shutting down", "server_error", "shutting_down")
-        job = Job(tenant, label, fn)
+        job = Job(tenant, label, fn, kind, writes, sliced)
         try:
-            self._queue.put_nowait(job)
-        except queue.Full:
-            retry = max(1, int(self._avg_s * (self._queue.qsize() + 1) + 0.5))
+            if writes and self._over_quota(tenant):
+                raise self._quota_error(tenant)
+            self._scheduler.put(job)
+        except ApiError:
             if self.metrics is not None:
                 self.metrics.rejected(tenant)
-            raise ApiError(429, f"{self._queue.maxsize} requests are already waiting for the model; retry later",
-                           "rate_limit_error", "queue_full", headers={"Retry-After": str(retry)})
+            raise
         return job
+
+    # ----- per-key byte quota ---------------------------------------------------------------------
+    def _over_quota(self, tenant: str) -> bool:
+        """Whether `tenant` stores its quota's bytes or more, as the worker last counted."""
+        limit = self.config.tenant_bytes
+        return limit is not None and self._usage.get(tenant, 0) >= limit
+
+    def _quota_error(self, tenant: str) -> ApiError:
+        return ApiError(429, f"this API key stores {self._usage.get(tenant, 0)} bytes, its quota is "
+                        f"{self.config.tenant_bytes}: delete documents or memories to store more",
+                        "rate_limit_error", "storage_quota_exceeded",
+                        headers={"Retry-After": str(QUOTA_RETRY_S)})
+
+    def _check_quota(self, tenant: str) -> None:
+        """On the worker, before a write: count the tenant's bytes if not counted yet; 429 if over."""
+        if self.config.tenant_bytes is None:
+            return
+        if tenant not in self._usage:
+            self._usage[tenant] = self.memory(tenant).stored_bytes()
+        if self._over_quota(tenant):
+            raise self._quota_error(tenant)
 
     def close(self, timeout: float | None = None) -> None:
         """Refuse new jobs, finish the queued ones, close the runtime (and its store)."""
@@ -213,7 +251,7 @@ class Engine:
                 return
             self._draining = True
         if self._worker is not None:
-            self._queue.put(_STOP)
+            self._scheduler.close()
             self._worker.join(timeout)
             if self._worker.is_alive():
                 log.warning("model worker still busy after %.0f s; closing the store anyway", timeout or 0)
@@ -235,9 +273,9 @@ class Engine:
             m = self._tenants[tenant] = TenantMemory(self, tenant)
         return m
 
-    def run(self, tenant: str, label: str, fn: Callable[["TenantMemory"], Any]) -> Job:
-        """Run `fn(TenantMemory of tenant)` on the worker."""
-        return self.submit(tenant, label, lambda: fn(self.memory(tenant)))
+    def run(self, tenant: str, label: str, fn: Callable[["TenantMemory"], Any], writes: bool = False) -> Job:
+        """Run `fn(TenantMemory of tenant)` on the worker (`writes`: it stores memory)."""
+        return self.submit(tenant, label, lambda: fn(self.memory(tenant)), writes=writes)
 
     def trace(self, tenant: str) -> list[dict]:
         """`tenant`'s recent requests, newest first (a copy: the worker appends meanwhile)."""
@@ -252,7 +290,7 @@ class Engine:
         def fn() -> GenResult:
             return self._generate(tenant, req, holder["job"], on_delta)
 
-        job = self.submit(tenant, req.endpoint, fn)
+        job = self.submit(tenant, req.endpoint, fn, writes=req.memory)
         holder["job"] = job
         return job
 
@@ -275,11 +313,7 @@ class Engine:
                 on_delta(delta)
             return not job.cancelled.is_set()
 
-        try:
-            ans = self._ask(rt, req, on_token)
-        except UserInputError as e:
-            raise ApiError(400, str(e), "invalid_request_error",
-                           "context_length_exceeded" if "too long" in str(e) else None) from e
+        ans = self._ask(rt, req, on_token)
         n_out = getattr(ans, "completion_tokens", None)
         if n_out is None:  # Answer does not count generated tokens (yet): the answer's reading
             n_out = min(req.max_tokens, len(self.rt.lm.tokenizer.encode(ans.answer))) if ans.answer else 0
@@ -341,155 +375,56 @@ class Engine:
             budget = getattr(self.config, "store_budget", None)
             if budget is not None:
                 save_budget(self.rt.store, budget)
-            self._tiering = TieringPolicy(self.rt.store, self.rt.lm, self.rt.dialect, self.rt.config.tenant,
-                                          budget, archive=self.rt.archive, uses=self.rt.uses)
+            self._tiering = TieringPolicy(self.rt.store, self.rt.lm, self.rt.dialect, budget,
+                                          archive=self.rt.archive, uses=self.rt.uses)
         return self._tiering
 
     def after_write(self, tenant: str) -> None:
         """After a write (on the worker): when the store passed its budget's high-water mark, queue
-        one tiering run behind the waiting requests (off their path); a full queue skips it."""
+        one tiering run behind the waiting requests (off their path; a bulk job run a slice at a
+        time, between moves and training windows); a full queue skips it."""
         policy = self.tiering()
         if self._tier_queued or self._draining or not policy.due():
             return
 
-        def run() -> dict:
+        def run(pause: Callable[[], None]) -> dict:
             try:
-                return policy.run().to_json()
+                return policy.run(pause=pause).to_json()
             finally:
                 self._tier_queued = False
 
         self._tier_queued = True
         try:
-            self.submit(tenant, "tier", run)
+            self.submit(tenant, "tier", lambda: None, kind="bulk", sliced=Sliced(run, self.config.slice_s))
         except ApiError:
             self._tier_queued = False
 
     # ----- documents ----------------------------------------------------------------------------
     def ingest(self, tenant: str, name: str, text: str, layout: str) -> IngestJob:
+        """Queue a document ingest: a bulk job run a slice (ServeConfig.slice_s) at a time, stopped
+        by `cancel_job`, past ServeConfig.job_timeout_s, or when the tenant passes its byte quota."""
         job = IngestJob("job-" + secrets.token_hex(8), tenant, name, layout)
+        quota = None if self.config.tenant_bytes is None else lambda: self._quota_reached(tenant)
+        sliced = Sliced(lambda pause: self.memory(tenant).ingest_text(job, text, pause), self.config.slice_s,
+                        time.monotonic() + self.config.job_timeout_s, quota)
+        job.handle = self.submit(tenant, "ingest", lambda: None, kind="bulk", writes=True, sliced=sliced)
         self._jobs[job.id] = job
-        self.run(tenant, "ingest", lambda m: m.ingest_text(job, text))
         return job
+
+    def _quota_reached(self, tenant: str) -> str | None:
+        """At the end of an ingest's slice (on the worker's turn): the reason to stop it, if any."""
+        self._usage[tenant] = self.memory(tenant).stored_bytes()
+        return "storage quota reached" if self._over_quota(tenant) else None
 
     def job(self, tenant: str, job_id: str) -> IngestJob | None:
         j = self._jobs.get(job_id)
         return j if j is not None and j.tenant == tenant else None
 
-
-class TenantMemory:
-    """One tenant's memory as the server's REST and inspector see it. Runs on the worker only."""
-
-    def __init__(self, engine: Engine, tenant: str) -> None:
-        self.engine, self.tenant = engine, tenant
-        self._glue = None
-
-    @property
-    def rt(self) -> Any:
-        return self.engine.view(self.tenant)
-
-    @property
-    def store(self) -> Any:
-        return self.rt.store
-
-    @property
-    def policy(self) -> Any:
-        """The tenant's one PolicyMemory (with fact grafts made by the model)."""
-        if self._glue is None:
-            self._glue = self.rt.policy_glue()
-        return self._glue.policy
-
-    def commands(self, text: str, rid: str) -> dict | None:
-        """Execute each memory command line of `text` (as `grm chat` does); None if there is none."""
-        results = []
-        for i, line in enumerate(l for l in text.splitlines() if l.strip()):
-            res = self.policy.handle(line.strip(), evidence_id=f"{rid}#{i}")
-            if res is not None:
-                results.append(res.to_json())
-        if not results:
-            return None
-        return {"text": "\n".join(r["text"] for r in results), "changed": any(r["changed"] for r in results),
-                "results": results}
-
-    def observe(self, text: str, rid: str) -> None:
-        self.policy.observe(text, evidence_id=rid)
-
-    def grafts(self) -> list[Any]:
-        return self.rt.grafts.grafts(include_retired=True)
-
-    def graft_bytes(self, g: Any) -> int:
-        """Payload bytes behind a graft (a document graft shares its block's payload)."""
-        if g.record.payload_size:
-            return g.record.payload_size
-        block = self.store.get(self.tenant, BLOCK, g.record.meta.get("block") or "")
-        return block.payload_size if block is not None else 0
-
-    def store_stats(self) -> dict:
-        """This tenant's records and payload bytes per kind (never another tenant's)."""
-        st = self.store.stats()
-        return {"kinds": st["tenants"].get(self.tenant, {}), "durability": st["durability"],
-                "encrypted": st["encrypted"], "compressed": st["compressed"]}
-
-    # documents
-    def documents(self) -> list[Any]:
-        return sorted(self.store.records(self.tenant, DOCUMENT), key=lambda r: r.lsn)
-
-    def document(self, doc_id: str) -> Any:
-        return self.store.get(self.tenant, DOCUMENT, doc_id)
-
-    def _blocks_of(self, doc: Any) -> set[str]:
-        """The blocks a document is made of: those its record lists (its sections, after a
-        `both` ingest) and the stored chain its text reads as (blocks shared with other
-        documents included: the caller keeps those)."""
-        owned = set(doc.meta.get("blocks", ())) | set(doc.meta.get("sections", ()))
-        data = self.store.read_payload(doc)
-        if data is not None:
-            owned.update(self.rt.exact.match(data.decode("utf-8"))[1])
-        return owned
-
-    def document_grafts(self, doc: Any) -> list[Any]:
-        blocks = self._blocks_of(doc)
-        return [g for g in self.rt.grafts.grafts(include_retired=True) if g.record.meta.get("block") in blocks]
-
-    def delete_document(self, doc_id: str) -> dict | None:
-        """Remove the document, its blocks no other document of this tenant uses, and the grafts of
-        those blocks, in one transaction. Nothing else (facts, turns, other documents) changes."""
-        doc = self.document(doc_id)
-        if doc is None:
-            return None
-        shared: set[str] = set()
-        for d in self.documents():
-            if d.key != doc_id:
-                shared |= self._blocks_of(d)
-        owned = self._blocks_of(doc)
-        blocks = owned - shared
-        grafts = [r.key for r in self.store.records(self.tenant, GRAFT) if r.meta.get("block") in blocks]
-        with self.store.transaction() as txn:
-            for key in grafts:
-                txn.delete(self.tenant, GRAFT, key)
-            removed = sum(bool(txn.delete(self.tenant, BLOCK, key)) for key in sorted(blocks))
-            txn.delete(self.tenant, DOCUMENT, doc_id)
-        for key in grafts:
-            self.rt.residency.drop(key)
-        return {"id": doc_id, "deleted": True, "blocks": removed, "grafts": len(grafts),
-                "kept_shared_blocks": len(owned & shared)}
-
-    def ingest_text(self, job: IngestJob, text: str) -> None:
-        """Ingest one text held in memory (Runtime.ingest_text), reporting progress on the job."""
-        rt = self.rt
-        job.status = "running"
-        chain, sections = job.layout in ("chain", "both"), job.layout in ("sections", "both")
-        try:
-            job.total = (rt.exact.plan_blocks(text) if chain else 0) + (rt.sections.plan(text) if sections else 0)
-
-            def progress(n: int) -> None:
-                job.done = min(job.total, job.done + n)
-
-            rt.ingest_text(text, job.name, job.layout, progress=progress)
-            job.document = hashlib.sha256(text.encode()).hexdigest()
-            job.done, job.status = job.total, "done"
-            self.engine.after_write(job.tenant)
-        except GrmError as e:
-            job.status, job.error = "failed", str(e)
-        except Exception as e:  # reported on the job; the server stays up
-            log.exception("ingest job %s failed", job.id)
-            job.status, job.error = "failed", f"internal error: {type(e).__name__}"
+    def cancel_job(self, tenant: str, job_id: str) -> IngestJob | None:
+        """Cancel `tenant`'s ingest job: a queued one never runs; a running one stops after its
+        current block, and what it stored that no other document uses is removed."""
+        j = self.job(tenant, job_id)
+        if j is not None and j.status in ("queued", "running") and j.handle is not None:
+            j.status = "cancelled" if j.handle.started_at is None else "cancelling"
+            j.handle.cancel()
+        return j

@@ -9,7 +9,6 @@ from typing import Any
 
 from starlette.requests import Request
 
-from grm.errors import GrmError, UserInputError
 from grm.serve.engine import Job
 from grm.serve.errors import ApiError, bad_request
 
@@ -107,12 +106,45 @@ def tenant_of(request: Request) -> str:
     return tenant
 
 
+MAX_DEPTH = 64  # nesting levels of a request body (this API's bodies nest four at most)
+
+
 async def read_json(request: Request) -> Any:
+    """The body as JSON, or 400: not JSON, nested past MAX_DEPTH, or holding a string that is not
+    valid Unicode (a lone surrogate such as "\\ud800", which JSON can spell but UTF-8 cannot)."""
     raw = await request.body()
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
+    except RecursionError:  # the decoder's recursion ran out long before the bytes did
+        raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as e:
         raise bad_request(f"the request body is not valid JSON: {e}", code="invalid_json") from e
+    check_json(body)
+    return body
+
+
+def _too_deep() -> ApiError:
+    return bad_request(f"the request body nests deeper than {MAX_DEPTH} levels", code="invalid_json")
+
+
+def check_json(value: Any) -> None:
+    """400 if `value` nests past MAX_DEPTH or holds a key or string that UTF-8 cannot encode."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in (*v.keys(), *v.values()))
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                bad = v[e.start:e.end].encode("unicode_escape").decode()
+                raise bad_request(f"the request body holds text that is not valid Unicode (a lone surrogate {bad})",
+                                  code="invalid_unicode") from None
 
 
 async def wait_or_disconnect(request: Request, job: Job, timeout: float) -> Any:
@@ -131,18 +163,6 @@ async def wait_or_disconnect(request: Request, job: Job, timeout: float) -> Any:
             job.cancel()
             waiter.cancel()
             raise ApiError(499, "client closed the request", "cancelled", "client_closed")
-        return api_result(waiter)
+        return waiter.result()
     finally:
         watcher.cancel()
-
-
-def api_result(task: "asyncio.Task") -> Any:
-    """A finished job's result, GRM's typed errors turned into API errors."""
-    try:
-        return task.result()
-    except ApiError:
-        raise
-    except UserInputError as e:
-        raise bad_request(str(e)) from e
-    except GrmError as e:
-        raise ApiError(500, f"{type(e).__name__}: {e}", "server_error") from e

@@ -11,6 +11,7 @@
     POST   /v1/review/{id}/approve|reject
     POST   /v1/documents               {"name", "text", "layout": both|chain|sections}: an ingest job (202)
     GET    /v1/jobs/{id}               the job's status and progress
+    POST   /v1/jobs/{id}/cancel        stop it (a running one after its current block)
     GET    /v1/documents               documents;  GET|DELETE /v1/documents/{id}
 Every call sees only the caller's tenant: another tenant's id answers 404, like a missing one.
 Writes go through the same commands as `grm memory` and chat lines (grm/policy/commands.py), so
@@ -29,8 +30,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from grm.policy.fact import LIFETIMES, words
-from grm.policy.grammar import Correct, Forget, Remember, ReviewDecision
-from grm.serve.errors import bad_request, not_found
+from grm.policy.commands import OPERATOR_SETTING
+from grm.policy.grammar import Correct, Forget, Remember, ReviewDecision, SetDurability, parse
+from grm.serve.errors import ApiError, bad_request, not_found
 from grm.serve.http import read_json, tenant_of, wait_or_disconnect
 
 _ID = re.compile(r"[a-z]{1,4}-[0-9a-f]{4,64}")
@@ -74,9 +76,9 @@ def _check_id(value: str, what: str) -> str:
     return value
 
 
-async def _run(request: Request, label: str, fn: Any) -> Any:
+async def _run(request: Request, label: str, fn: Any, writes: bool = False) -> Any:
     engine = request.app.state.engine
-    job = engine.run(tenant_of(request), label, fn)
+    job = engine.run(tenant_of(request), label, fn, writes)
     return await wait_or_disconnect(request, job, request.app.state.config.timeout_s)
 
 
@@ -109,6 +111,8 @@ async def add_memories(request: Request) -> JSONResponse:
             isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
         raise bad_request("'messages' must be a list of {role, content} objects", param="messages")
     user_lines = [m["content"] for m in messages if m.get("role", "user") == "user"]
+    if any(isinstance(parse(line.strip()), SetDurability) for text in user_lines for line in text.splitlines()):
+        raise ApiError(403, OPERATOR_SETTING, "permission_error", "operator_setting", "messages")
     if not any(s.strip() for s in statements) and not any(s.strip() for s in user_lines):
         raise bad_request("give 'memory', 'facts' or 'messages' with some text")
 
@@ -134,7 +138,7 @@ async def add_memories(request: Request) -> JSONResponse:
                     results.append({"id": o.review, "memory": text, "event": "REVIEW"})
         return {"results": results, "commands": commands}
 
-    return JSONResponse(await _run(request, "memories.add", work))
+    return JSONResponse(await _run(request, "memories.add", work, writes=True))
 
 
 async def list_memories(request: Request) -> JSONResponse:
@@ -275,6 +279,15 @@ async def get_job(request: Request) -> JSONResponse:
     return JSONResponse(job.to_json())
 
 
+async def cancel_job(request: Request) -> JSONResponse:
+    """Cancel an ingest job: a queued one never runs; a running one stops after its current block
+    ("cancelling", then "cancelled"), removing what it stored that no document uses."""
+    job = request.app.state.engine.cancel_job(tenant_of(request), request.path_params["id"])
+    if job is None:
+        raise not_found("job")
+    return JSONResponse(job.to_json())
+
+
 async def list_documents(request: Request) -> JSONResponse:
     docs = await _run(request, "documents.list", lambda m: [document_json(d) for d in m.documents()])
     return JSONResponse({"results": docs})
@@ -311,4 +324,5 @@ ROUTES = [
     Route("/v1/documents", list_documents, methods=["GET"]),
     Route("/v1/documents/{id}", document, methods=["GET", "DELETE"]),
     Route("/v1/jobs/{id}", get_job, methods=["GET"]),
+    Route("/v1/jobs/{id}/cancel", cancel_job, methods=["POST"]),
 ]

@@ -4,12 +4,17 @@ Names follow vLLM's prefix-cache counters, counted in tokens:
     grm:prefix_cache_queries_total{tenant}   prompt tokens of answered requests
     grm:prefix_cache_hits_total{tenant}      of those, tokens served from stored K/V
     grm:requests_total{tenant,endpoint,memory}
-    grm:requests_rejected_total{tenant}      429s (queue full)
+    grm:requests_rejected_total{tenant}      429s and 503s (the key's queue or byte quota, a full server)
     grm:time_to_first_token_seconds{tenant,memory}   histogram
     grm:request_duration_seconds{tenant,memory}      histogram
     grm:queue_wait_seconds{tenant}                   histogram
     grm:page_ins_total{tenant,plane} / grm:page_outs_total{tenant}   graft K/V paging
     grm:store_bytes{tenant,tier}             payload bytes by tier (exact | archived)
+    grm:host_tier_hits_total{tenant} / grm:host_tier_misses_total{tenant}   exact blocks mounted
+                                             from host RAM / looked up there and read from the store
+    grm:host_tier_bytes{tenant}              bytes of verified exact blocks held in host RAM
+    grm:host_tier_bytes_served_total{tenant} bytes mounted from there (no store read, no SHA-256)
+    grm:host_tier_evictions_total{tenant}    blocks let go to keep the budget (--host-budget)
     grm:queue_depth                          requests waiting for the model worker (no tenant)
 A client sees only the samples labelled with its own tenant (and the unlabelled queue depth).
 """
@@ -24,6 +29,12 @@ from prometheus_client.metrics_core import Metric
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 ARCHIVED_KINDS = ("archive", "codebook")
+# the host tier's figures per tenant (grm/exact/tier.py HostTier.stats): name -> (type, help)
+HOST_TIER = {"hits": ("counter", "Exact blocks mounted from the host tier (RAM)"),
+             "misses": ("counter", "Exact blocks looked up in the host tier and read from the store"),
+             "bytes": ("gauge", "Bytes of verified exact blocks held in the host tier"),
+             "bytes_served": ("counter", "Bytes mounted from the host tier"),
+             "evictions": ("counter", "Blocks the host tier let go to keep its budget")}
 disable_created_metrics()  # no *_created series: scrapers here do not use them
 
 
@@ -35,7 +46,7 @@ class Metrics:
         self.hits = Counter("grm:prefix_cache_hits", "Prompt tokens served from stored K/V", ["tenant"], registry=r)
         self.requests = Counter("grm:requests", "Answered generation requests", ["tenant", "endpoint", "memory"],
                                 registry=r)
-        self.rejects = Counter("grm:requests_rejected", "Requests refused with 429 (queue full)", ["tenant"],
+        self.rejects = Counter("grm:requests_rejected", "Requests refused with 429 or 503 (queue or byte quota, full server)", ["tenant"],
                                registry=r)
         self.ttft = Histogram("grm:time_to_first_token_seconds", "Time to first token", ["tenant", "memory"],
                               buckets=BUCKETS, registry=r)
@@ -91,12 +102,18 @@ class _StoreCollector:
         outs = CounterMetricFamily("grm:page_outs", "Graft K/V payloads paged out of the device plane",
                                    labels=["tenant"])
         size = GaugeMetricFamily("grm:store_bytes", "Payload bytes stored, by tier", labels=["tenant", "tier"])
+        host = {name: (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
+                    f"grm:host_tier_{name}", doc, labels=["tenant"]) for name, (kind, doc) in HOST_TIER.items()}
         if engine is not None:
             for tenant, view in list(engine._views.items()):
                 c = view.residency.counters
                 ins.add_metric([tenant, "device"], c.get("device_page_ins", 0))
                 ins.add_metric([tenant, "host"], c.get("host_page_ins", 0))
                 outs.add_metric([tenant], c.get("page_outs", c.get("device_page_outs", 0)))
+                if view.tier is not None:
+                    held = view.tier.stats(tenant)
+                    for name, family in host.items():
+                        family.add_metric([tenant], held[name])
             try:
                 tenants = engine.rt.store.stats()["tenants"]
             except Exception:  # a closed store during shutdown: no figures
@@ -107,7 +124,7 @@ class _StoreCollector:
                     tiers["archived" if kind.startswith(ARCHIVED_KINDS) else "exact"] += s["payload_bytes"]
                 for tier, n in tiers.items():
                     size.add_metric([tenant, tier], n)
-        yield from (ins, outs, size)
+        yield from (ins, outs, size, *host.values())
 
 
 class _TenantView:

@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from grm.errors import UserInputError
 from grm.serve.engine import GenRequest, GenResult, Job
 from grm.serve.errors import ApiError, bad_request
 from grm.serve.http import read_json, tenant_of, wait_or_disconnect
@@ -209,11 +208,9 @@ def _timeout(seconds: float) -> ApiError:
 
 
 def _error(exc: BaseException) -> ApiError:
-    """A job's exception as the API error it answers."""
+    """A job's exception as the API error it answers (the worker made GRM's errors ApiErrors)."""
     if isinstance(exc, ApiError):
         return exc
-    if isinstance(exc, UserInputError):
-        return bad_request(str(exc))
     return ApiError(500, "internal error while generating", "server_error")
 
 

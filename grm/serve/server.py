@@ -13,6 +13,7 @@ from typing import Any
 
 import uvicorn
 
+from grm.errors import redact_logs
 from grm.serve.app import Starting, create_app
 from grm.serve.auth import KeyRing
 from grm.serve.config import ServeConfig
@@ -49,6 +50,7 @@ def serve(runtime_config: Any, config: ServeConfig) -> int:
     metrics = Metrics()
     app = create_app(Starting(), config, keyring, metrics)
     server = _uvicorn(app, config, config.port)
+    redact_logs("uvicorn", "uvicorn.error", "uvicorn.access")  # uvicorn's handlers exist from here on
     failed: list[BaseException] = []
 
     def load() -> None:

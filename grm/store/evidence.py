@@ -92,17 +92,28 @@ def acknowledge(fs: FileSystem, layout: Layout, *, sync: bool) -> list[str]:
     return moved
 
 
-def keep_catalog_evidence(fs: FileSystem, layout: Layout, catalog: Catalog, state: HostState, lsn: int, *,
-                          sync: bool) -> str | None:
-    """At open, before the catalog is rebuilt: if the stored catalog is ahead of the log, name
-    the records it holds that the log lost (rows it has at a later LSN or that the log lacks),
-    move the catalog files aside into lost/ and write the evidence. Returns the evidence path."""
+def catalog_losses(catalog: Catalog, state: HostState, lsn: int) -> tuple[int, list[str]] | None:
+    """(the catalog's LSN, the records it holds that the log lost) if the stored catalog is ahead
+    of the log at `lsn`: rows it has at a later LSN, or that the log lacks or holds at another
+    LSN, named `tenant/kind/key` (or "lsn N" for each LSN when no row says more). None otherwise."""
     ahead = catalog.ahead_of(lsn)
-    if ahead is None or catalog.path is None:
+    if ahead is None:
         return None
     cat_lsn, rows = ahead
     lost = sorted(r.ident for r in rows
                   if r.lsn > lsn or (cur := state.get(r.tenant, r.kind, r.key)) is None or cur.lsn != r.lsn)
+    return cat_lsn, lost or [f"lsn {n}" for n in range(lsn + 1, cat_lsn + 1)]
+
+
+def keep_catalog_evidence(fs: FileSystem, layout: Layout, catalog: Catalog, state: HostState, lsn: int, *,
+                          sync: bool) -> str | None:
+    """At open, before the catalog is rebuilt: if the stored catalog is ahead of the log, name
+    the records it holds that the log lost (`catalog_losses`), move the catalog files aside into
+    lost/ and write the evidence. Returns the evidence path."""
+    found = catalog_losses(catalog, state, lsn) if catalog.path is not None else None
+    if found is None:
+        return None
+    cat_lsn, lost = found
     catalog.close()
     ensure_dir(fs, lost_dir(layout), sync=sync)
     kept = []
@@ -118,5 +129,5 @@ def keep_catalog_evidence(fs: FileSystem, layout: Layout, catalog: Catalog, stat
               f"records are missing from the log (truncated or damaged log, or a power cut in a mode "
               f"that promised less)")
     log.error("store %s: %s; %d record(s) lost: %s", layout.root, reason, len(lost), ", ".join(lost[:10]))
-    return record_loss(fs, layout, reason=reason, log_lsn=lsn, evidence_lsn=cat_lsn,
-                       records=lost or [f"lsn {n}" for n in range(lsn + 1, cat_lsn + 1)], kept=kept, sync=sync)
+    return record_loss(fs, layout, reason=reason, log_lsn=lsn, evidence_lsn=cat_lsn, records=lost, kept=kept,
+                       sync=sync)

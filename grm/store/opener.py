@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from grm.errors import UserInputError
+from grm.errors import UserInputError, redact
 from grm.store.backend import StoreBackend
 
 log = logging.getLogger("grm.store")
@@ -32,10 +32,11 @@ def redis_config(location: str, **fields: Any):
 
     parts = urlsplit(location)
     if not parts.hostname:
-        raise UserInputError(f"bad Redis store {location!r}: want redis://HOST:PORT/NAMESPACE")
+        raise UserInputError(f"bad Redis store {redact(location)!r}: want redis://HOST:PORT/NAMESPACE")
     namespace = parts.path.strip("/") or DEFAULT_NAMESPACE
     if parts.query or parts.fragment:
-        raise UserInputError(f"bad Redis store {location!r}: no query or fragment, only redis://HOST:PORT/NAMESPACE")
+        raise UserInputError(f"bad Redis store {redact(location)!r}: no query or fragment, "
+                             "only redis://HOST:PORT/NAMESPACE")
     url = urlunsplit((parts.scheme, parts.netloc, "/0", "", ""))
     return RedisConfig(url, namespace=namespace, **fields)
 

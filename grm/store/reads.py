@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from grm.errors import StoreError, UserInputError
 from grm.store.config import DURABILITY_PROMISES
 from grm.store.catalog import Catalog
-from grm.store.evidence import acknowledge, lost_records
+from grm.store.evidence import acknowledge, catalog_losses, lost_records
 from grm.store.fs import OsPaths
 from grm.store.fsck import FsckReport, find
 from grm.store.layout import parse_segment_name
@@ -165,6 +165,10 @@ class StoreReads:
             with self._catalog_for_fsck() as catalog:
                 f = find(self._state, self._payloads, self._layout, catalog, self._last_lsn,
                          truth=self._fsck_truth())
+                # read-only: a stored catalog ahead of the log names what the log lost, as a
+                # writer's open would (it writes that evidence; this open writes nothing)
+                unrecorded = catalog_losses(catalog, self._state, self._last_lsn) if (
+                    self._read_only and catalog is not None and catalog.path is not None) else None
             repaired: list[str] = []
             if repair:
                 for path in f.orphans:
@@ -184,6 +188,8 @@ class StoreReads:
                 for path in self._io(lambda: acknowledge(self._fs, self._layout, sync=self.config.syncs)):
                     repaired.append(f"acknowledged lost records (evidence kept in {path})")
             lost = lost_records(self._fs, self._layout)  # what is still unacknowledged
+            if unrecorded is not None:
+                lost += [r for r in unrecorded[1] if r not in lost]
             return FsckReport(records=len(self._state), damaged=[r.ident for r in f.damaged],
                               orphans=[self._layout.relative(p) for p in f.orphans], repaired=repaired,
                               already_damaged=[r.ident for r in f.already_damaged],

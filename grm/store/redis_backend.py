@@ -20,7 +20,8 @@ plain or sealed, in grm.store.redis_rows):
     N:pay:<th>:<name>           payload bytes (plain: name = SHA-256; sealed: keyed name, envelope)
     N:lease:<tenant>            the writer's token, with expiry
 Commit = one Lua script: check the marker is the one this process opened and every tenant lease
-still holds our token, INCRBY the LSN, write rows (the LSN substituted into each row), update
+still holds our token, INCRBY the LSN, write rows (each row's LSN put in front of its JSON, never
+substituted into it: user bytes stay as written), update
 child sets, XADD the log entry. A lost lease fails the whole transaction (StoreError), never half
 of it. Durability is the Redis server's (appendonly / appendfsync): RedisConfig does not take a
 durability mode. Encryption at rest: `RedisStore.open(config, master_key=...)` seals every row's
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from grm.errors import StoreError, UserInputError
+from grm.errors import StoreBusy, StoreError, UserInputError, redact
 from grm.store.fsck import FsckReport
 from grm.store.layout import tenant_dir_name
 from grm.store.redis_rows import (CLAIM_SCRIPT, PLAIN_MARKER, PlainRows, RowCache, SealedRows,
@@ -61,8 +62,7 @@ local first = redis.call('INCRBY', KEYS[1], #ops) - #ops + 1
 for i, op in ipairs(ops) do
   local lsn = first + i - 1
   if op.v then
-    local row = string.gsub(op.v, '"@LSN@"', tostring(lsn))
-    redis.call('HSET', op.h, op.f, row)
+    redis.call('HSET', op.h, op.f, '{"lsn":' .. tostring(lsn) .. ',' .. string.sub(op.v, 2))
   else
     redis.call('HDEL', op.h, op.f)
   end
@@ -104,7 +104,7 @@ class _Guarded:
                 if attempt == tries - 1:
                     what = "read" if name in _IDEMPOTENT else "write"
                     raise StoreError(f"lost the connection to Redis at {self._url} ({what} {name}, "
-                                     f"{attempt + 1} tries): {e}") from None
+                                     f"{attempt + 1} tries): {redact(str(e))}") from None
                 time.sleep(0.05 * 2 ** attempt)
         raise AssertionError("unreachable")
 
@@ -128,7 +128,7 @@ class RedisConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.startswith(("redis://", "rediss://", "unix://")):
-            raise UserInputError(f"bad Redis URL {self.url!r}")
+            raise UserInputError(f"bad Redis URL {redact(str(self.url))!r}")
         check_name("namespace", self.namespace)
         if not isinstance(self.lease_ms, int) or self.lease_ms < 100:
             raise UserInputError(f"lease_ms must be an integer >= 100, got {self.lease_ms!r}")
@@ -159,7 +159,7 @@ class RedisTxn:
         rows = s.rows
         op: dict = {"h": s._k("rows", tenant), "f": rows.field(tenant, kind, key), "v": False}
         if rec is not None:
-            op["v"] = rows.encode(rec)  # the script puts the LSN in place of "@LSN@"
+            op["v"] = rows.encode(rec)  # a JSON object without "lsn": the script puts it in front
             if rec.parent is not None:
                 op["add"] = [s._k("kids", tenant, kind, rows.ref(tenant, kind, rec.parent)), rows.ref(tenant, kind, key)]
         if old is not None and old.parent is not None and (rec is None or rec.parent != old.parent):
@@ -231,8 +231,8 @@ class RedisStore:
             client = redis.Redis.from_url(config.url)
             client.ping()
         except redis.RedisError as e:
-            raise StoreError(f"cannot reach Redis at {config.url}: {e}") from e
-        guarded = _Guarded(client, config.url)
+            raise StoreError(f"cannot reach Redis at {redact(config.url)}: {redact(str(e))}") from e
+        guarded = _Guarded(client, redact(config.url))
         where, marker_key = config.location, f"{config.namespace}:marker"
         try:
             if master_key is None:
@@ -265,9 +265,9 @@ class RedisStore:
             return
         key = self._k("lease", tenant)
         if not self._r.set(key, self._token, nx=True, px=self.config.lease_ms):
-            ttl = self._r.pttl(key)
-            raise StoreError(f"tenant {tenant!r} is being written by another GRM process "
-                             f"(its lease expires in {max(ttl, 0)} ms unless renewed)")
+            ttl = max(self._r.pttl(key), 0)
+            raise StoreBusy(f"tenant {tenant!r} is being written by another GRM process "
+                            f"(its lease expires in {ttl} ms unless renewed)", retry_after_s=ttl / 1000)
         self._held.add(tenant)
 
     def _renew_loop(self) -> None:

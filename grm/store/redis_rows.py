@@ -11,9 +11,11 @@ encrypted process can never both write one namespace. Key handling is the local 
 (`grm.store.crypt`): master key from --key-file / GRM_MASTER_KEY, HKDF per tenant with the
 marker's random salt, the marker's verifier rejects a wrong key before any row is read.
 
-Rows (hash `N:rows:<tenant>`, field -> row JSON; `"@LSN@"` is replaced by the commit script):
-    plain:  field kind "\\0" key;  {tenant, kind, key, parent, meta, payload, size, text, state, lsn}
-    sealed: field kind "\\0" kid;  {tenant, kind, kid, payload, size, state, wid, lsn, sealed}
+Rows (hash `N:rows:<tenant>`, field -> row JSON object; the client encodes it without "lsn", and
+the commit script writes `{"lsn":N,` + the rest of it after its opening brace: the LSN is put in
+front of the row, never substituted into it, so no user string can become or break an LSN):
+    plain:  field kind "\\0" key;  {lsn, tenant, kind, key, parent, meta, payload, size, text, state}
+    sealed: field kind "\\0" kid;  {lsn, tenant, kind, kid, payload, size, state, wid, sealed}
       kid    = HMAC-SHA256(tenant name key, ["key", kind, key]) hex (grm.store.envelope), so the
                field, child sets and log stream never name a key, a parent or a path
       wid    = 16 random bytes hex, fresh on every write of the row
@@ -52,7 +54,6 @@ from grm.store.redis_search import tokens
 from grm.store.state import SEALED_KEY
 
 PLAIN_MARKER = canonical_json({"version": 1, "encryption": None})
-LSN_SLOT = "@LSN@"  # the commit script writes the row's LSN here
 
 # Returns the marker, creating ARGV[1] when there is none and nothing was ever committed; else
 # an error naming why not. KEYS: marker, lsn counter.
@@ -98,7 +99,7 @@ class PlainRows:
     def encode(self, rec: Record) -> str:
         doc = dict(zip(("tenant", "kind", "key", "parent", "meta", "payload", "size", "text", "state"),
                        rec.to_list()[:9]))
-        return canonical_json({**doc, "lsn": LSN_SLOT})
+        return canonical_json(doc)
 
     def decode(self, tenant: str, field: str, raw: bytes) -> Record:
         d = json.loads(raw)
@@ -137,8 +138,7 @@ class SealedRows(PlainRows):
         sealed = self.codec.seal_fields(rec.tenant, ad, {"key": rec.key, "parent": rec.parent,
                                                          "meta": rec.meta, "text": rec.text})
         return canonical_json({"tenant": rec.tenant, "kind": rec.kind, "kid": kid, "payload": rec.payload,
-                               "size": rec.payload_size, "state": rec.state, "wid": wid, "lsn": LSN_SLOT,
-                               "sealed": sealed})
+                               "size": rec.payload_size, "state": rec.state, "wid": wid, "sealed": sealed})
 
     def decode(self, tenant: str, field: str, raw: bytes) -> Record:
         kind, _, kid = field.partition("\0")

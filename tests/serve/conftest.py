@@ -28,7 +28,7 @@ class Srv:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=self.keys[tenant], max_retries=0, timeout=60)
 
 
-def start(tmp: Path, model: str = MODEL, **serve_fields):
+def start(tmp: Path, model: str = MODEL, runtime: dict | None = None, **serve_fields):
     from grm.runtime.config import RuntimeConfig
     from grm.serve.auth import add_key
     from grm.serve.config import ServeConfig
@@ -36,7 +36,7 @@ def start(tmp: Path, model: str = MODEL, **serve_fields):
 
     keys = {t: add_key(tmp / "keys.txt", t) for t in ("alice", "bob")}
     cache = Path(os.environ.get("GRM_CACHE", Path.home() / ".cache" / "grm"))
-    rc = RuntimeConfig.from_options(store=tmp / "store", cache_dir=cache, model=model, threads=2)
+    rc = RuntimeConfig.from_options(store=tmp / "store", cache_dir=cache, model=model, threads=2, **(runtime or {}))
     bg = Background(rc, ServeConfig(port=0, keys=tmp / "keys.txt", **serve_fields))
     bg.__enter__()
     return bg, Srv(bg.url, keys, bg.engine, tmp / "store")

@@ -133,6 +133,24 @@ def test_metrics_count_queries_and_hits_in_tokens(fresh_server):
     assert _sample(text, "grm:queue_depth") == 0
 
 
+def test_a_repeated_context_is_served_from_the_host_tier(fresh_server):
+    """With a host budget, the third identical request mounts its stored blocks from RAM (the
+    first stores them, the second reads them from the store and keeps them); /metrics shows the
+    tier's hits and bytes for the caller's tenant only."""
+    srv = fresh_server(runtime={"host_budget": 64 << 20})
+    body = {"model": MODEL, "prompt": "A context read three times for the host tier. " * 20, "max_tokens": 2}
+    answers = [httpx.post(srv.url + "/v1/completions", json=body, headers=srv.headers("alice")).json()
+               for _ in range(3)]
+    assert answers[1]["choices"][0]["text"] == answers[2]["choices"][0]["text"]
+    text = httpx.get(srv.url + "/metrics", headers=srv.headers("alice")).text
+    assert _sample(text, 'grm:host_tier_hits_total{tenant="alice"}') > 0
+    assert _sample(text, 'grm:host_tier_bytes{tenant="alice"}') > 0
+    assert _sample(text, 'grm:host_tier_bytes_served_total{tenant="alice"}') > 0
+    assert _sample(text, 'grm:host_tier_evictions_total{tenant="alice"}') == 0
+    theirs = httpx.get(srv.url + "/metrics", headers=srv.headers("bob")).text
+    assert 'tenant="alice"' not in theirs
+
+
 def test_while_the_model_loads_health_answers_and_the_rest_is_503(tmp_path):
     """grm serve listens before its model is loaded: /healthz 200, /readyz 503, requests 503 +
     Retry-After (the app with the engine's stand-in, run by uvicorn as `serve` runs it)."""

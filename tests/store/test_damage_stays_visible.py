@@ -125,3 +125,20 @@ def test_read_only_fsck_after_a_killed_writer_does_not_call_a_lagging_catalog_da
     with Store.open(StoreConfig(root, read_only=True)) as r:
         assert r.fsck().catalog_ok is False
     assert _fsck_exit(root) == 1
+
+
+def test_a_read_only_fsck_of_a_truncated_tail_names_what_is_lost(root: Path) -> None:
+    """Issue 31: read-only fsck said `catalog_ok: false` with `lost: []`; it now names the record
+    the log lost, as a writer's open does, and writes nothing (the writer still keeps the evidence)."""
+    with Store.open(StoreConfig(root)) as s:
+        for i in range(4):
+            s.put("t", "doc", f"d{i}", text=f"document {i}")
+    seg = segments(root)[-1]
+    with open(seg, "r+b") as f:
+        f.truncate(seg.stat().st_size - 37)
+    with Store.open(StoreConfig(root, read_only=True)) as s:
+        rep = s.fsck()
+        assert rep.lost == ["t/doc/d3"] and rep.catalog_ok is False
+    assert not (root / "lost").exists()  # read-only: nothing written
+    with Store.open(StoreConfig(root)) as s:
+        assert s.fsck().lost == ["t/doc/d3"]

@@ -83,12 +83,12 @@ def tiering_run(make_runtime) -> Run:
     rt.ingest_text(lorem(1) + "\nThe vault code is 4512.\n", "doc.txt")
     run.invariant = every_span_servable
     full = inventory(run.store).footprint
-    rep = TieringPolicy(store, rt.lm, rt.dialect, "default", TierConfig(int(full * 0.9), low_water=0.9), SMALL,
+    rep = TieringPolicy(store, rt.lm, rt.dialect, TierConfig(int(full * 0.9), low_water=0.9), SMALL,
                         archive=rt.archive).run()
     inv = inventory(run.store)
     assert inv.by_tier()["archive"]["spans"] > 0, rep
     tight = TierConfig(inv.kept_bytes + inv.log_bytes + inv.row_bytes + 1, high_water=0.95, low_water=0.95)
-    TieringPolicy(store, rt.lm, rt.dialect, "default", tight, SMALL, archive=rt.archive).run()
+    TieringPolicy(store, rt.lm, rt.dialect, tight, SMALL, archive=rt.archive).run()
     assert inventory(run.store).by_tier()["text"]["spans"] > 0
     run.step("gc", lambda: collect(run.store, retain_writes=None))
     run.step("close", run.store.close)

@@ -76,7 +76,7 @@ def servable(rt) -> list[str]:
 def test_a_run_brings_the_store_under_budget_and_every_span_stays_servable(rt) -> None:
     fact = fact_graft(rt)
     cfg = half_the_spans(rt)
-    policy = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", cfg, SMALL, archive=rt.archive)
+    policy = TieringPolicy(rt.store, rt.lm, rt.dialect, cfg, SMALL, archive=rt.archive)
     rep = policy.run()
     after = inventory(rt.store)
     assert rep.after == after.footprint <= cfg.budget
@@ -93,10 +93,10 @@ def test_a_run_brings_the_store_under_budget_and_every_span_stays_servable(rt) -
 
 def test_a_tighter_budget_evicts_archived_spans_to_text_and_they_are_re_read(rt) -> None:
     fact = fact_graft(rt)
-    TieringPolicy(rt.store, rt.lm, rt.dialect, "default", half_the_spans(rt), SMALL, archive=rt.archive).run()
+    TieringPolicy(rt.store, rt.lm, rt.dialect, half_the_spans(rt), SMALL, archive=rt.archive).run()
     inv = inventory(rt.store)
     tight = inv.kept_bytes + inv.log_bytes + inv.row_bytes + 2000
-    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", TierConfig(tight, low_water=0.9), SMALL,
+    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, TierConfig(tight, low_water=0.9), SMALL,
                         archive=rt.archive).run()
     assert rep.to_json()["evict"] > 0
     after = inventory(rt.store)
@@ -114,7 +114,7 @@ def test_a_tighter_budget_evicts_archived_spans_to_text_and_they_are_re_read(rt)
 def test_dry_run_says_what_would_move_and_why_and_writes_nothing(rt) -> None:
     lsn = rt.store.last_lsn
     rows = sorted((r.kind, r.key, r.payload) for r in rt.store.records())
-    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", half_the_spans(rt), SMALL,
+    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, half_the_spans(rt), SMALL,
                         archive=rt.archive).run(dry_run=True)
     assert rep.moves and all(m["why"] for m in rep.moves)
     assert {m["action"] for m in rep.moves} >= {"demote"}
@@ -125,19 +125,19 @@ def test_dry_run_says_what_would_move_and_why_and_writes_nothing(rt) -> None:
 def test_without_enough_text_for_codebooks_cold_spans_go_to_text(rt) -> None:
     cfg = half_the_spans(rt)
     big = PolicyConfig(min_train_tokens=10**6, train_tokens=10**6)
-    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", cfg, big, archive=rt.archive).run()
+    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, cfg, big, archive=rt.archive).run()
     assert rep.trained is None and rep.to_json()["demote"] == 0 and rep.to_json()["drop"] > 0
     assert any("tokens of stored text" in m["why"] for m in rep.moves)
     assert rep.after <= cfg.budget and servable(rt) == []
 
 
 def test_no_budget_means_no_moves(rt) -> None:
-    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, "default", None, SMALL, archive=rt.archive).run()
+    rep = TieringPolicy(rt.store, rt.lm, rt.dialect, None, SMALL, archive=rt.archive).run()
     assert rep.moves == [] and "no store budget" in rep.note
 
 
 def test_the_default_ask_mounts_an_archived_section_lossy_and_counts_its_use(rt) -> None:
-    TieringPolicy(rt.store, rt.lm, rt.dialect, "default", half_the_spans(rt), SMALL, archive=rt.archive,
+    TieringPolicy(rt.store, rt.lm, rt.dialect, half_the_spans(rt), SMALL, archive=rt.archive,
                   uses=rt.uses).run()
     archived = [s.key for s in inventory(rt.store).spans if s.tier == "archive" and s.kind == BLOCK]
     assert archived

@@ -1,0 +1,184 @@
+"""One tenant's memory as the server's REST, chats and inspector see it: the policy plane, its
+documents and its ingest jobs, over the one runtime's view of that tenant (`Runtime.for_tenant`).
+It runs on the engine's model worker only (grm/serve/engine.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from grm.errors import GrmError
+from grm.serve.errors import from_grm
+from grm.serve.slices import Stopped
+from grm.store.kinds import BLOCK, DOCUMENT, GRAFT
+
+if TYPE_CHECKING:
+    from grm.serve.engine import Engine, Job
+
+log = logging.getLogger("grm.serve")
+
+
+@dataclass
+class IngestJob:
+    id: str
+    tenant: str
+    name: str
+    layout: str
+    status: str = "queued"  # queued | running | cancelling | done | failed | cancelled
+    done: int = 0  # blocks stored or found so far
+    total: int = 0
+    document: str | None = None  # the document id once done
+    error: str | None = None
+    created: float = field(default_factory=time.time)
+    handle: "Job | None" = None  # the worker's job (cancel)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "object": "job", "status": self.status, "name": self.name, "layout": self.layout,
+                "progress": {"done": self.done, "total": self.total}, "document": self.document,
+                "error": self.error, "created": int(self.created)}
+
+
+class TenantMemory:
+    """One tenant's memory as the server's REST and inspector see it. Runs on the worker only."""
+
+    def __init__(self, engine: "Engine", tenant: str) -> None:
+        self.engine, self.tenant = engine, tenant
+        self._glue = None
+
+    @property
+    def rt(self) -> Any:
+        return self.engine.view(self.tenant)
+
+    @property
+    def store(self) -> Any:
+        return self.rt.store
+
+    @property
+    def policy(self) -> Any:
+        """The tenant's one PolicyMemory (with fact grafts made by the model)."""
+        if self._glue is None:
+            self._glue = self.rt.policy_glue()
+            # the store is every tenant's: its durability mode is the operator's (grm serve --durability)
+            self._glue.policy.configure(store_settings=False)
+        return self._glue.policy
+
+    def commands(self, text: str, rid: str) -> dict | None:
+        """Execute each memory command line of `text` (as `grm chat` does); None if there is none."""
+        results = []
+        for i, line in enumerate(l for l in text.splitlines() if l.strip()):
+            res = self.policy.handle(line.strip(), evidence_id=f"{rid}#{i}")
+            if res is not None:
+                results.append(res.to_json())
+        if not results:
+            return None
+        return {"text": "\n".join(r["text"] for r in results), "changed": any(r["changed"] for r in results),
+                "results": results}
+
+    def observe(self, text: str, rid: str) -> None:
+        self.policy.observe(text, evidence_id=rid)
+
+    def grafts(self) -> list[Any]:
+        return self.rt.grafts.grafts(include_retired=True)
+
+    def graft_bytes(self, g: Any) -> int:
+        """Payload bytes behind a graft (a document graft shares its block's payload)."""
+        if g.record.payload_size:
+            return g.record.payload_size
+        block = self.store.get(self.tenant, BLOCK, g.record.meta.get("block") or "")
+        return block.payload_size if block is not None else 0
+
+    def store_stats(self) -> dict:
+        """This tenant's records and payload bytes per kind (never another tenant's)."""
+        st = self.store.stats()
+        return {"kinds": st["tenants"].get(self.tenant, {}), "durability": st["durability"],
+                "encrypted": st["encrypted"], "compressed": st["compressed"]}
+
+    # documents
+    def documents(self) -> list[Any]:
+        return sorted(self.store.records(self.tenant, DOCUMENT), key=lambda r: r.lsn)
+
+    def document(self, doc_id: str) -> Any:
+        return self.store.get(self.tenant, DOCUMENT, doc_id)
+
+    def _blocks_of(self, doc: Any) -> set[str]:
+        """The blocks a document is made of: those its record lists (its sections, after a
+        `both` ingest) and the stored chain its text reads as (blocks shared with other
+        documents included: the caller keeps those)."""
+        owned = set(doc.meta.get("blocks", ())) | set(doc.meta.get("sections", ()))
+        data = self.store.read_payload(doc)
+        if data is not None:
+            owned.update(self.rt.exact.match(data.decode("utf-8"))[1])
+        return owned
+
+    def document_grafts(self, doc: Any) -> list[Any]:
+        blocks = self._blocks_of(doc)
+        return [g for g in self.rt.grafts.grafts(include_retired=True) if g.record.meta.get("block") in blocks]
+
+    def delete_document(self, doc_id: str) -> dict | None:
+        """Remove the document, its blocks no other document of this tenant uses, and the grafts of
+        those blocks, in one transaction. Nothing else (facts, turns, other documents) changes."""
+        doc = self.document(doc_id)
+        if doc is None:
+            return None
+        owned = self._blocks_of(doc)
+        removed, grafts, shared = self._remove_blocks(owned, doc_id)
+        return {"id": doc_id, "deleted": True, "blocks": removed, "grafts": grafts, "kept_shared_blocks": shared}
+
+    def _remove_blocks(self, owned: set[str], doc_id: str | None) -> tuple[int, int, int]:
+        """Delete the blocks of `owned` that no other document uses, their grafts, and the document
+        `doc_id` (if any), in one transaction: (blocks removed, grafts removed, blocks kept shared)."""
+        shared: set[str] = set()
+        for d in self.documents():
+            if d.key != doc_id:
+                shared |= self._blocks_of(d)
+        blocks = owned - shared
+        grafts = [r.key for r in self.store.records(self.tenant, GRAFT) if r.meta.get("block") in blocks]
+        with self.store.transaction() as txn:
+            for key in grafts:
+                txn.delete(self.tenant, GRAFT, key)
+            removed = sum(bool(txn.delete(self.tenant, BLOCK, key)) for key in sorted(blocks))
+            if doc_id is not None:
+                txn.delete(self.tenant, DOCUMENT, doc_id)
+        for key in grafts:
+            self.rt.residency.drop(key)
+        return removed, len(grafts), len(owned & shared)
+
+    def stored_bytes(self) -> int:
+        """Payload bytes this tenant's rows name (its byte quota counts these)."""
+        return sum(r.payload_size for r in self.store.records(self.tenant))
+
+    def ingest_text(self, job: IngestJob, text: str, pause: Callable[[], None] = lambda: None) -> None:
+        """Ingest one text held in memory (Runtime.ingest_text), reporting progress on the job and
+        calling `pause()` after each block (grm/serve/slices.py: the worker may serve others there,
+        or the job is stopped). A stopped ingest removes what it stored that no document uses."""
+        rt = self.rt
+        job.status = "running"
+        chain, sections = job.layout in ("chain", "both"), job.layout in ("sections", "both")
+        try:
+            if self.engine.config.tenant_bytes is not None and (why := self.engine._quota_reached(self.tenant)):
+                raise Stopped(why)
+            pause()  # past its deadline already, or cancelled: stop before the first block
+            job.total = (rt.exact.plan_blocks(text) if chain else 0) + (rt.sections.plan(text) if sections else 0)
+
+            def progress(n: int) -> None:
+                job.done = min(job.total, job.done + n)
+                pause()
+
+            rt.ingest_text(text, job.name, job.layout, progress=progress)
+            job.document = hashlib.sha256(text.encode()).hexdigest()
+            job.done, job.status = job.total, "done"
+            self.engine.after_write(job.tenant)
+        except Stopped as e:
+            owned = set(rt.exact.match(text)[1] if chain else ()) | set(rt.sections.keys(text) if sections else ())
+            removed = self._remove_blocks(owned, None)[0]
+            job.status = "cancelled" if str(e) == "cancelled" else "failed"
+            job.error = f"{e}; {removed} block(s) it stored were removed"
+        except GrmError as e:
+            job.status, job.error = "failed", from_grm(e, self.engine.hidden).message
+        except Exception as e:  # reported on the job; the server stays up
+            log.exception("ingest job %s failed", job.id)
+            job.status, job.error = "failed", f"internal error: {type(e).__name__}"
