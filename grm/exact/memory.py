@@ -13,6 +13,9 @@ segmented token sequence (blocks' ids, then the rest's). A matched block is serv
 check passes: catalog digest (the store re-hashes the payload), the payload's bound identity,
 tenant, fingerprint, seat, text and token ids, and tensor geometry. The first check that fails
 ends the walk: that block and everything after it are recomputed (with the same token ids).
+The blocks of a walk are loaded in parallel, straight into their place on the model's device
+(grm/exact/load.py); a runtime with a host tier (grm/exact/tier.py) serves repeated blocks from
+RAM, verified when they were read.
 
 Surface for the other planes: `sinks()`, `put_block()` (bind + store one block's K/V),
 `load_verified()` (one record, counted as a hit or a miss), `load_prefix()` / `match()`, `ingest()`,
@@ -24,26 +27,25 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
-
-import torch
 
 from grm.dialects import Dialect
 from grm.exact.blocks import Block, split_blocks
 from grm.exact.fingerprint import fingerprint
+from grm.exact.load import READ, TIER, BlockRead, load_blocks, parse_checked, read_workers
+from grm.exact.tier import HostTier, TierKey
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
+from grm.kv.device import pinned
 from grm.kv.forward import prefill
+from grm.kv.place import HostBuffers, placement_for
 from grm.models import LoadedModel
-from grm.kv.payload import parse_header
 from grm.store import Record
 from grm.store.tenant import SYSTEM_TENANT
-from grm.store.backend import ScatterReads, StoreBackend
+from grm.store.backend import StoreBackend
 from grm.store.kinds import BLOCK, DOCUMENT, SINKS
 
 MAX_CHAIN = 4096  # blocks one prompt may match (bounds the walk down the chain tree)
-READ_WORKERS = 2  # threads reading + hashing payloads of one prefix  # holds model-derived records only (the sinks); never user data
 log = logging.getLogger("grm.exact")
 
 
@@ -51,6 +53,7 @@ log = logging.getLogger("grm.exact")
 class ExactConfig:
     block_tokens: int = 512  # token budget of one block
     window_reserve: int = 256  # seats kept free at the end of the window for a question
+    read_workers: int | None = None  # threads reading + verifying blocks of one load; None = every core
 
     def __post_init__(self) -> None:
         if self.block_tokens < 8:
@@ -73,6 +76,7 @@ class Prefix:
     pending: list[Block] = field(default_factory=list)
     matched_tokens: int = 0  # tokens of matched blocks (served or pending)
     rest: str = ""  # the prompt's text after the matched blocks, tokenized on its own
+    seconds: dict[str, float] = field(default_factory=dict)  # where the load's time went (grm/exact/load.py)
 
     @property
     def tokens(self) -> int:
@@ -90,13 +94,17 @@ class IngestResult:
 
 
 class ExactMemory:
-    def __init__(self, store: StoreBackend, lm: LoadedModel, dialect: Dialect, tenant: str, config: ExactConfig) -> None:
+    def __init__(self, store: StoreBackend, lm: LoadedModel, dialect: Dialect, tenant: str, config: ExactConfig,
+                 tier: HostTier | None = None, buffers: HostBuffers | None = None) -> None:
         self.store, self.lm, self.dialect, self.tenant, self.config = store, lm, dialect, tenant, config
+        self.tier = tier  # verified blocks kept in host RAM (shared by a runtime's tenants), or None
+        self.buffers = buffers if buffers is not None else HostBuffers()  # host memory loads reuse
+        self.workers = read_workers(config.read_workers)
         self._sinks: KV | None = None
         self.sink_ids = list(lm.tokenizer.sink_ids)
         self.sink_fp = fingerprint(lm.identity, SYSTEM_TENANT, "", b"", self.sink_ids)
         self.counters = {"block_hits": 0, "block_misses": 0, "sink_recomputes": 0, "scatter_loads": 0,
-                         "tiered_reads": 0}  # rows moved down by the tiering policy, read as text
+                         "tier_hits": 0, "tiered_reads": 0}  # rows moved down by the tiering policy, read as text
         self._warned: set[str] = set()  # records already logged as misses (count every time, log once)
 
     # ----- sinks -------------------------------------------------------------------------------
@@ -130,9 +138,18 @@ class ExactMemory:
                        meta={"seat": seat, "tokens": len(ids), "ids": list(ids), **(meta or {})})
 
     def load_verified(self, rec: Record, parent: str, seat: int, ids: list[int], text: str) -> KV | None:
-        """One stored block of this tenant, served only if every check passes; counted as a hit or
-        a miss (a miss is logged once per record)."""
-        kv = self.verified(rec, self.tenant, rec.key, parent, seat, ids, text)
+        """One stored block of this tenant, served only if every check passes (from the host tier
+        when it holds it, verified when it was read); counted as a hit or a miss (a miss is
+        logged once per record)."""
+        key = self._tier_key(rec, parent, seat)
+        cached = self.tier is not None and rec.state == "active" and rec.payload is not None
+        kv = self.tier.get(key) if cached else None
+        if kv is not None:
+            self.counters["tier_hits"] += 1
+        else:
+            kv = self.verified(rec, self.tenant, rec.key, parent, seat, ids, text)
+            if kv is not None and cached:
+                self.tier.put(key, pinned(KV(kv.keys.contiguous(), kv.values.contiguous())))
         if kv is not None:
             self.counters["block_hits"] += 1
         return kv
@@ -144,29 +161,20 @@ class ExactMemory:
         }
 
     def verified(self, rec: Record, tenant: str, fp: str, parent: str, seat: int, ids: list[int],
-                 text: str = "", data: bytes | None = None) -> KV | None:
-        """The record's K/V if every binding checks out, else None (a miss, logged once).
-        `data`: the payload as the store's verified read returned it, if already read. A row the
+                 text: str = "") -> KV | None:
+        """The record's K/V if every binding checks out, else None (a miss, logged once). A row the
         tiering policy moved down on purpose (no payload, meta "tier") is None without a warning:
         its text is read, or its archived copy mounted (grm/archive/policy.py)."""
         if rec.payload is None and rec.meta.get("tier") in ("archive", "text"):
             self.counters["tiered_reads"] += 1
             return None
-        data = self.store.read_payload(rec) if data is None else data
+        data = self.store.read_payload(rec)
         if data is None:
             return self._miss(rec, "payload missing or digest mismatch")
-        try:
-            kv, meta = KV.from_bytes(data)
-        except (ValueError, KeyError, json.JSONDecodeError) as exc:
-            return self._miss(rec, f"unreadable payload: {exc}")
-        want = self.bind(tenant, fp, parent, seat, text, ids)
-        for key, value in want.items():
-            if meta.get(key) != value:
-                return self._miss(rec, f"bound {key} does not match")
         d = self.dialect
-        if tuple(kv.keys.shape) != (d.n_layers, d.kv_heads, len(ids), d.head_dim) or kv.keys.dtype != self.lm.model.dtype:
-            return self._miss(rec, f"geometry {tuple(kv.keys.shape)} {kv.keys.dtype} does not fit the model")
-        return kv
+        kv, why = parse_checked(data, self.bind(tenant, fp, parent, seat, text, ids),
+                                (d.n_layers, d.kv_heads, len(ids), d.head_dim), self.lm.model.dtype)
+        return kv if kv is not None else self._miss(rec, why)
 
     def count_miss(self) -> None:
         """A record that could not be served and was not seen by `verified` (e.g. a fingerprint
@@ -259,82 +267,44 @@ class ExactMemory:
         return blocks, fps, truncated
 
     # ----- serving -----------------------------------------------------------------------------
-    def _walk_into(self, blocks: list[Block], fps: list[str], rows: list[Record | None], sinks: KV) -> Prefix | None:
-        """The fast path of `_walk`: every stored block of the run is read straight into its place
-        in one preallocated K/V (a scatter read per file: no intermediate bytes, no concatenation),
-        each file's size and SHA-256 checked over what was read and its bound fields and geometry
-        checked from its header before a byte of tensor data is read. None when any block does not
-        verify this way (or the store cannot read so): `_walk` then decides, counts and logs."""
-        n = next((i for i, r in enumerate(rows) if r is None), len(rows))
-        if n == 0 or not isinstance(self.store, ScatterReads):
-            return None
-        d = self.dialect
-        seats = [sinks.tokens]
-        for b in blocks[:n]:
-            seats.append(seats[-1] + len(b.ids))
-        shape = (d.n_layers, d.kv_heads, seats[-1], d.head_dim)
-        if self.lm.model.dtype != torch.float32 or tuple(sinks.keys.shape[:2]) != shape[:2]:
-            return None
-        keys, values = torch.empty(shape), torch.empty(shape)
-        keys[:, :, : sinks.tokens] = sinks.keys
-        values[:, :, : sinks.tokens] = sinks.values
-        kn, vn = keys.numpy(), values.numpy()
-
-        def plan(i: int) -> Callable[[bytes], list[memoryview] | None]:
-            block, t0, t1 = blocks[i], seats[i], seats[i + 1]
-            want = self.bind(self.tenant, fps[i], fps[i - 1] if i else self.sink_fp, t0, block.text, list(block.ids))
-            geometry = (d.n_layers, d.kv_heads, t1 - t0, d.head_dim)
-
-            def buffers(header: bytes) -> list[memoryview] | None:
-                try:
-                    h = parse_header(header)
-                except ValueError:
-                    return None
-                if h.dtype != "F32" or h.shape != geometry or any(h.meta.get(k) != v for k, v in want.items()):
-                    return None
-                return [memoryview(arr[layer, head, t0:t1]).cast("B") for arr in (kn, vn)
-                        for layer in range(d.n_layers) for head in range(d.kv_heads)]
-            return buffers
-
-        with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
-            ok = list(pool.map(lambda i: self.store.read_payload_into(rows[i], plan(i)), range(n)))
-        if not all(ok):
-            return None
-        self.counters["scatter_loads"] += n
-        covered = sum(len(b.text.encode()) for b in blocks[:n])
-        return Prefix(KV(keys, values), sinks.tokens, seats[-1] - sinks.tokens, covered, list(rows[:n]), 0,
-                      blocks[n - 1].ids[-1])
-
     def _walk(self, blocks: list[Block], fps: list[str]) -> Prefix:
-        """Load known blocks in order until one fails a check."""
+        """Load known blocks in order until one fails a check (grm/exact/load.py: in parallel,
+        straight into place, through the host tier when there is one)."""
         sinks = self.sinks()
         rows = [self.store.get(self.tenant, BLOCK, fp) for fp in fps]
-        fast = self._walk_into(blocks, fps, rows, sinks)
-        if fast is not None:
-            return fast
-        parts, recs, seat, misses = [sinks], [], sinks.tokens, 0
-        parent = self.sink_fp
-        # Read (and digest-check) the payloads on READ_WORKERS threads: file reads and SHA-256 both
-        # release the GIL, so verification overlaps across blocks; bindings are checked in order.
-        known = [r for r in rows if r is not None]
-        with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
-            payloads = dict(zip((r.key for r in known), pool.map(self.store.read_payload, known)))
-        for block, fp, rec in zip(blocks, fps, rows):
-            kv = None
-            if rec is not None and payloads.get(rec.key) is not None:
-                kv = self.verified(rec, self.tenant, fp, parent, seat, list(block.ids), block.text, payloads[rec.key])
-            elif rec is not None:
-                self._miss(rec, "payload missing or digest mismatch")
-            if kv is None:
-                misses += 1
-                break
-            parts.append(kv)
-            recs.append(rec)
-            seat += kv.tokens
-            parent = fp
-        covered = sum(len(b.text.encode()) for b in blocks[: len(recs)])
-        last_id = blocks[len(recs) - 1].ids[-1] if recs else self.sink_ids[-1]
-        return Prefix(KV.cat(parts), sinks.tokens, seat - sinks.tokens, covered, recs, misses, last_id)
+        n = next((i for i, r in enumerate(rows) if r is None), len(rows))
+        reads, seat = [], sinks.tokens
+        for i in range(n):
+            block, parent = blocks[i], fps[i - 1] if i else self.sink_fp
+            want = self.bind(self.tenant, fps[i], parent, seat, block.text, list(block.ids))
+            reads.append(BlockRead(rows[i], want, seat, seat + len(block.ids)))
+            seat += len(block.ids)
+        if not reads:  # nothing stored to load: the sinks as they are (moved to the device when first used)
+            return Prefix(sinks, sinks.tokens, 0, 0, [], int(bool(rows)), self.sink_ids[-1])
+        d, model = self.dialect, self.lm.model
+        placement = placement_for(model.device, (d.n_layers, d.kv_heads, seat, d.head_dim), model.dtype,
+                                  self.buffers)
+        loaded = load_blocks(self.store, reads, sinks, placement, self.tier,
+                             lambda r: self._tier_key(r.record, r.want["parent"], r.t0),
+                             lambda r: (d.n_layers, d.kv_heads, r.t1 - r.t0, d.head_dim), model.dtype,
+                             self.workers)
+        self.counters["scatter_loads"] += loaded.ways[READ]
+        self.counters["tier_hits"] += loaded.ways[TIER]
+        misses = 0
+        if loaded.failure is not None:
+            misses = 1
+            self._miss(reads[loaded.failure[0]].record, loaded.failure[1])
+        elif n < len(rows):
+            misses = 1  # matched in the catalog, gone by the time it was read
+        served = blocks[: loaded.served]
+        covered = sum(len(b.text.encode()) for b in served)
+        last_id = served[-1].ids[-1] if served else self.sink_ids[-1]
+        return Prefix(loaded.kv, sinks.tokens, loaded.kv.tokens - sinks.tokens, covered,
+                      list(rows[: loaded.served]), misses, last_id, seconds=loaded.seconds)
+
+    def _tier_key(self, rec: Record, parent: str, seat: int) -> TierKey:
+        """What names a block's verified K/V in the host tier: its row's payload and its binding."""
+        return TierKey(self.tenant, rec.key, rec.payload or "", rec.payload_size, parent, seat)
 
     def match(self, prompt: str) -> tuple[list[Block], list[str], int]:
         """Stored chain blocks the prompt starts with, found in the catalog (nothing loaded):

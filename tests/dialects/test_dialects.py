@@ -98,3 +98,58 @@ def test_a_dialect_that_misdescribes_rotary_is_refused(tiny_models):
     wrong = dataclasses.replace(good, inv_freq=tuple(f * 1.5 for f in good.inv_freq))
     with pytest.raises(DialectError, match="rotary self-test failed"):
         self_test(wrong, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT))
+
+
+def test_16_bit_keys_rotate_in_fp32_and_round_once():
+    """A bf16 re-seat is the float64 rotation rounded once, up to ties of that one rounding."""
+    from grm.dialects.rotary import rotate_half, work_dtype
+
+    torch.manual_seed(0)
+    keys = (torch.randn(2, 200, 64) * 3).to(torch.bfloat16)
+    inv = 1.0 / (10000 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    angles = 1234.0 * inv
+    emb = torch.cat((angles, angles))
+    k64 = keys.to(torch.float64)
+    exact = k64 * emb.cos() + rotate_half(k64) * emb.sin()
+    got = rotate_keys(keys, inv, 1234)
+    assert got.dtype == torch.bfloat16 and work_dtype(torch.bfloat16) == torch.float32
+    assert work_dtype(torch.float32) == torch.float64
+    ulp = torch.finfo(torch.bfloat16).eps * exact.abs().clamp_min(1e-30)
+    assert bool(((got.double() - exact).abs() <= ulp).all())  # within one rounding (half an ulp, 2^-8 relative)
+    assert float((got != exact.to(torch.bfloat16)).float().mean()) < 1e-3
+
+
+def test_the_self_test_separates_the_models_noise_from_the_reseat(tiny_models):
+    """measure() reports the raw error, the values' own drift (floor) and the excess over it, and
+    never raises for a numeric failure; self_test() raises on one."""
+    import dataclasses
+
+    from grm.dialects import measure_selftest
+
+    lm = tiny_models["llama"]
+    ids = list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT * 4)
+    good = dialect_for(lm.model)
+    r = measure_selftest(good, lm.model, ids)
+    assert r.passed and r.floor < 1e-5 and r.excess <= r.max_rel_error < 1e-4  # fp32: no noise to speak of
+    wrong = dataclasses.replace(good, inv_freq=tuple(f * 1.5 for f in good.inv_freq))
+    bad = measure_selftest(wrong, lm.model, ids)
+    assert not bad.passed and bad.excess > 0.1 and bad.tokens == len(ids)
+    with pytest.raises(DialectError, match="beyond the model's own position noise"):
+        self_test(wrong, lm.model, ids)
+
+
+def test_bf16_self_test_passes_where_the_forward_pass_itself_drifts(tmp_path):
+    """In bf16 the forward pass moves the values (which no rotation touches) between two starting
+    seats; the gate holds only what the re-seat adds beyond that, and a wrong map still fails."""
+    import dataclasses
+
+    from grm.dialects import measure_selftest
+    from grm.models import load_model
+
+    lm = load_model("random:gemma-3-4b@small", tmp_path, dtype="bfloat16")
+    d = dialect_for(lm.model)
+    ids = list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT * 5)
+    r = measure_selftest(d, lm.model, ids)
+    assert r.floor > 1e-3 and r.passed and r.tolerance == 6e-2
+    wrong = dataclasses.replace(d, inv_freq=tuple(f * 1.5 if i % 6 == 5 else f for i, f in enumerate(d.inv_freq)))
+    assert not measure_selftest(wrong, lm.model, ids).passed  # only the full-attention layer misdescribed

@@ -4,7 +4,9 @@ Expectations:
 1. A clean load takes the fast path for every block and serves exactly the bytes the slow path
    serves (bit-identical K/V).
 2. A damaged payload file, or an encrypted/compressed store, never takes it; the slow path then
-   decides (the damaged block is a miss, recomputed), so nothing unverified is ever served.
+   decides (the damaged block is a miss, recomputed with everything after it; the blocks before
+   it are served), so nothing unverified is ever served.
+3. Any payload dtype (bf16 too) takes it, and the K/V does not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -68,11 +70,16 @@ def test_a_damaged_file_falls_back_and_is_a_miss(plain):
     data = bytearray(path.read_bytes())
     data[-7] ^= 0x01  # one bit of tensor data: only the SHA-256 over what was read can see it
     path.write_bytes(bytes(data))
-    before = rt.exact.counters["scatter_loads"]
+    before, misses = rt.exact.counters["scatter_loads"], rt.exact.counters["block_misses"]
     again = rt.exact.load_prefix(text)
-    assert rt.exact.counters["scatter_loads"] == before  # the fast path refused the whole run
+    # block 0 read in place; block 1 refused by the fast path, then a miss of the verified read;
+    # nothing after it is served (it is recomputed after the miss)
+    assert rt.exact.counters["scatter_loads"] == before + 1
+    assert rt.exact.counters["block_misses"] == misses + 1
     assert [r.key for r in again.blocks] == [first.blocks[0].key] and again.misses == 1
+    assert [list(b.ids) for b in again.pending][0] == list(first.blocks[1].meta["ids"])
     assert torch.equal(again.kv.keys, first.kv.keys[:, :, : again.tokens])
+    assert torch.equal(again.kv.values, first.kv.values[:, :, : again.tokens])
 
 
 def test_encrypted_or_compressed_stores_use_the_slow_path(make_runtime, tmp_path):
@@ -80,3 +87,26 @@ def test_encrypted_or_compressed_stores_use_the_slow_path(make_runtime, tmp_path
     text = _ingest(rt, tmp_path)
     prefix = rt.exact.load_prefix(text)
     assert prefix.blocks and rt.exact.counters["scatter_loads"] == 0
+
+
+def test_bf16_blocks_load_in_place_on_any_number_of_workers(make_runtime, tmp_path):
+    """16-bit payloads take the in-place path too, and the result does not depend on how many
+    workers read or on the order they finish in: the same bytes as the verified-bytes path."""
+    rt = make_runtime(block_tokens=64, dtype="bfloat16")
+    text = _ingest(rt, tmp_path)
+    loads = []
+    for workers in (1, 4):
+        rt.exact.workers = workers
+        loads.append(rt.exact.load_prefix(text))
+    assert rt.exact.counters["scatter_loads"] == 2 * len(loads[0].blocks) > 2
+    store_read = rt.store.read_payload_into
+    try:
+        rt.store.read_payload_into = lambda rec, plan: False  # the verified-bytes path
+        loads.append(rt.exact.load_prefix(text))
+    finally:
+        rt.store.read_payload_into = store_read
+    first = loads[0]
+    assert first.kv.keys.dtype == torch.bfloat16
+    for other in loads[1:]:
+        assert torch.equal(first.kv.keys, other.kv.keys) and torch.equal(first.kv.values, other.kv.values)
+        assert [r.key for r in first.blocks] == [r.key for r in other.blocks]
