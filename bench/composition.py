@@ -68,7 +68,7 @@ def answer(rt, grafts, order: list[int], method: str, question: str) -> tuple[st
         arena = build(model, rt.dialect, sinks, mounts, repair=16 if method == "first 16" else 0,
                       blend=BlendConfig(0.15) if method == "blend 15%" else None)
         cache, seat, computed = arena.cache, arena.seat, arena.computed
-    q = tok.encode(question_text(question))
+    q = tok.encode(question_text(question, template=tok.template))
     logits = prefill(model, cache, q, seat)
     text, _, _ = greedy(model, tok, cache, logits, seat + len(q), 12, time.perf_counter())
     return text, computed

@@ -254,12 +254,13 @@ def in_context(rt, turns: list[tuple[str, str]], question: str) -> str:
     """The ceiling: the same turns read as text in context, in order, then the question (after
     it the lead the memory chat reads, grm.runtime.chat.turn_read)."""
     from grm.runtime.answer import with_lead
-    from grm.runtime.chat import TURN_END, TURN_PROMPT, TURN_STOPS, turn_read
+    from grm.runtime.chat import TURN_STOPS, exchange_text, transcript, turn_read
 
-    text = "".join(TURN_PROMPT.format(text=u) + " " + a.strip() + TURN_END for u, a in turns)
-    said = [TURN_PROMPT.format(text=u) + " " + a for u, a in reversed(turns)]  # newest first, as routed best first
-    asked, lead = turn_read(question, rt.config.lead != "off", said)  # the lead the memory chat reads, if any
-    return with_lead(lead, rt.ask(text + asked, memory=False, chat=True, stop=TURN_STOPS).answer.strip())
+    template = rt.lm.tokenizer.template
+    said = [exchange_text(u, a, template) for u, a in reversed(turns)]  # newest first, as routed best first
+    asked, lead = turn_read(question, rt.config.lead != "off", said, template)  # the lead the memory chat reads
+    return with_lead(lead, rt.ask(transcript(turns, asked, template), memory=False, chat=True,
+                                  stop=TURN_STOPS).answer.strip())
 
 
 def live_value(chat, value: str) -> bool:
@@ -310,30 +311,32 @@ def corrections(rt) -> dict:
 
 
 def model_extractor(rt) -> dict:
-    """HARD_UPDATES through the rules alone and through the model-backed extractor (the runtime's
-    model, memory off), each pair on a fresh policy store: is the latest value the live fact?"""
+    """HARD_UPDATES read by the rules, by the model (shown the turn and the facts held,
+    grm/policy/model_extract.py) and by both in turn, each on a fresh policy store: is the latest
+    value the live fact?"""
     from grm.policy import PolicyConfig, PolicyMemory, RuleExtractor
-    from grm.policy.model_extract import ModelUpdateExtractor
+    from grm.policy.memory import AlignedReader
+    from grm.policy.model_extract import ModelUpdateReader
     from grm.store import MemoryFS, Store, StoreConfig
 
     glue = rt.policy_glue()
     rows, asked = [], 0
     for i, (s, u, old, new) in enumerate(HARD_UPDATES):
         row = {"statement": s, "update": u, "old": old, "new": new}
-        for name in ("rule", "model"):
-            ex = ModelUpdateExtractor(glue.complete) if name == "model" else RuleExtractor()
+        for name in ("rule", "model", "both"):
+            model = ModelUpdateReader(glue.complete)
+            readers = {"rule": [AlignedReader()], "model": [model], "both": [AlignedReader(), model]}[name]
             st = Store.open(StoreConfig(root=Path(f"/mem/hard{i}{name}"), fs=MemoryFS()))
-            mem = PolicyMemory(st, PolicyConfig(), extractor=ex)
+            mem = PolicyMemory(st, PolicyConfig(), extractor=RuleExtractor(updates=name != "model"), readers=readers)
             mem.observe(s, evidence_id="b#1", now=1.0)
             outcomes = mem.observe(u, evidence_id="b#2", now=2.0)
             row[name] = any(has(f.value, new) for f in mem.facts(3.0)) and not any(has(f.value, old) for f in mem.facts(3.0))
             row[f"{name}_outcome"] = [o.action for o in outcomes]
-            if name == "model":
-                asked += ex.asked
+            asked += model.asked
             st.close()
         rows.append(row)
     return {"rows": rows, "rule": sum(r["rule"] for r in rows), "model": sum(r["model"] for r in rows),
-            "n": len(rows), "model_calls": asked,
+            "both": sum(r["both"] for r in rows), "n": len(rows), "model_calls": asked,
             "review": sum("review" in r["model_outcome"] for r in rows)}
 
 
@@ -405,7 +408,8 @@ def _pct(a: int, b: int) -> str:
 
 
 def _table(res: dict) -> list[str]:
-    out = [f"{res.get('model') or 'smollm2-135m'} fp32 (default flags otherwise), greedy, plain questions, every memory chat with the live context "
+    out = [f"{res.get('model') or 'smollm2-135m'} {res.get('dtype', 'float32')} (default flags otherwise; updates read by "
+           f"{res.get('extractor', 'rule')}, answers begun by lead {res.get('lead', 'model')}), greedy, plain questions, every memory chat with the live context "
            "cleared every turn. In context = the same turns read as text, in order, then the question (memory off)."]
     if "updates" in res:
         out += _updates_table(res["updates"])
@@ -499,13 +503,14 @@ def _checks_table(res: dict) -> list[str]:
         out.append(f"| `{r['correction']}` | {'STALE ' if r['stale'] else ''}{r['answer'][:40]!r} | "
                    f"{'STALE ' if r['in_context_stale'] else ''}{r['in_context'][:40]!r} |")
     m = res.get("model_extractor", {"n": 0, "rows": []})  # not run with --checks
-    out += [] if not m["n"] else ["", f"Model-backed extractor (`extractor=\"model\"`, off by default): {m['n']} updates no rule reads "
+    out += [] if not m["n"] else ["", f"Who reads an update (`--extractor`): {m['n']} updates no rule of session 10 read "
             f"(HARD_UPDATES, written once), the fact's live value afterwards: rules {_pct(m['rule'], m['n'])}, "
-            f"rules + model {_pct(m['model'], m['n'])} ({m['model_calls']} model calls, {m['review']} held for review).", "",
-            "| update | rules | rules + model |", "|---|---|---|"]
+            f"model {_pct(m['model'], m['n'])}, rules then model {_pct(m.get('both', 0), m['n'])} "
+            f"({m['model_calls']} model calls, {m['review']} held for review).", "",
+            "| update | rules | model | rules then model |", "|---|---|---|---|"]
     for r in m["rows"]:
         out.append(f"| {r['update']} | {'ok' if r['rule'] else 'no'} | {'ok' if r['model'] else 'no'} "
-                   f"({', '.join(r['model_outcome']) or 'nothing'}) |")
+                   f"({', '.join(r['model_outcome']) or 'nothing'}) | {'ok' if r.get('both') else 'no'} |")
     a = res["abstention"]
     ch = a["chat"]
     out += ["", "## Abstention", "",
@@ -545,13 +550,16 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         if not args.checks:
-            with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24) as rt:
+            with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24,
+                              extractor=args.extractor, lead=args.lead, order=args.order) as rt:
+                res["dtype"] = str(rt.lm.model.dtype).replace("torch.", "")
                 res["updates"] = [updates(rt.for_tenant(split), split) for split in (args.splits or UPDATES)]
                 if args.splits:  # only these updates splits: no extractor, corrections or abstention
                     return _write(res, args, t0, threads)
                 res["model_extractor"] = model_extractor(rt)
             print("updates done", file=sys.stderr)
-        with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24) as rt:
+        with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24,
+                          extractor=args.extractor, lead=args.lead, order=args.order) as rt:
             res["corrections"] = corrections(rt)
         print("corrections done", file=sys.stderr)
         with Runtime.open(store=tmp / "abstention", model=args.model, threads=threads, max_new_tokens=24) as rt:
@@ -561,7 +569,10 @@ def main(args: argparse.Namespace) -> int:
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
     res["seconds"] = round(time.perf_counter() - t0, 1)
-    res["model"] = args.model or "smollm2-135m"
+    from grm.models import DEFAULT_MODEL
+
+    res["model"] = args.model or DEFAULT_MODEL
+    res["extractor"], res["lead"], res["order"] = args.extractor, args.lead, args.order
     name, flag = "fidelity", ""
     if args.checks:
         name, flag = "fidelity-checks", " --checks"
@@ -569,6 +580,12 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
         name, flag = f"fidelity-{'-'.join(args.splits)}", f" --splits {','.join(args.splits)}"
     if args.model:
         name, flag = f"{name}-{args.model}", f"{flag} --model {args.model}"
+    if args.extractor != "rule":
+        name, flag = f"{name}-{args.extractor}", f"{flag} --extractor {args.extractor}"
+    if args.lead != "model":
+        name, flag = f"{name}-lead-{args.lead}", f"{flag} --lead {args.lead}"
+    if args.order != "relevance":
+        name, flag = f"{name}-order-{args.order}", f"{flag} --order {args.order}"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0
@@ -584,6 +601,12 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--splits", type=splits, default=None,
                    help=f"only these updates splits, comma-separated (of {', '.join(UPDATES)}); skips the "
                         "model extractor, corrections and abstention")
+    p.add_argument("--extractor", default="rule", choices=("rule", "model", "both"),
+                   help="who reads plain-words updates in the memory chats (RuntimeConfig.extractor; default rule)")
+    p.add_argument("--lead", default="model", choices=("rules", "model", "off"),
+                   help="how answers are begun (RuntimeConfig.lead; default model)")
+    p.add_argument("--order", default="relevance", choices=("relevance", "time"),
+                   help="routed grafts in the arena (RuntimeConfig.order; default relevance)")
     p.add_argument("--checks", action="store_true",
                    help="only the corrections and abstention checks (no updates splits, no model extractor)")
 

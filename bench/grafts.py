@@ -193,7 +193,7 @@ def turn_ceilings(model, threads, store: Path, lines: list[str], replies: list[d
     from grm.runtime import Runtime
 
     with Runtime.open(store=store, model=model, threads=threads, max_new_tokens=32) as rt:
-        return [read_in_context(rt, [turn_text(lines[i], replies[i]["answer"])], q, 32)
+        return [read_in_context(rt, [turn_text(rt, lines[i], replies[i]["answer"])], q, 32)
                 for i, q in enumerate(lines[42:50])]
 
 
@@ -261,7 +261,7 @@ def composition(rt, docs: list[dict], tmp: Path) -> dict:
             rows = []
             for d in docs:
                 order = fixed if fixed is not None else routed_order(d["question"])
-                q = tok.encode(question_text(d["question"]))
+                q = tok.encode(question_text(d["question"], template=tok.template))
                 if variant == "in context":
                     cache, seat = cache_from_kv(sinks), sinks.tokens
                     for i in order:

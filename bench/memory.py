@@ -47,7 +47,7 @@ def supersession(model, threads: int, store: Path) -> dict:
         probe, why = replies[-2], replies[-1]
         # the ceilings: the two turns about the locker code (as the run answered them) read in order,
         # then the probe; and the very grafts memory mounted for the probe, same order, read as text
-        turns = [turn_text(lines[t - 1], replies[t - 1].answer) for t in (1, correction_turn)]
+        turns = [turn_text(rt, lines[t - 1], replies[t - 1].answer) for t in (1, correction_turn)]
         ceiling = read_in_context(rt, turns, lines[-2], 24)
         mounted = [m["id"] for m in probe.mounted]
         reread = read_in_context(rt, [list(rt.grafts.get(g).ids) for g in reversed(mounted)], lines[-2], 24)

@@ -195,11 +195,11 @@ def ask_read(rt, read, seat: int, question: str, lead: str | None) -> str:
     """The answer to `question` (begun with `lead`, if any) after the article `read`."""
     from grm.kv import cache_from_kv
     from grm.kv.forward import prefill
-    from grm.runtime.answer import QUESTION_TEMPLATE
+    from grm.runtime.answer import led
     from grm.runtime.generate import greedy
 
     tok, lm = rt.lm.tokenizer, rt.lm.model
-    q_ids = tok.encode(QUESTION_TEMPLATE.format(q=question) + (f" {lead}" if lead else ""))
+    q_ids = tok.encode(led(question, lead, tok.template))
     c = cache_from_kv(read)
     logits = prefill(lm, c, q_ids, seat)
     return greedy(lm, tok, c, logits, seat + len(q_ids), NEW_TOKENS, time.perf_counter())[0]

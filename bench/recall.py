@@ -253,7 +253,7 @@ def ask_gold(rt, section_text: str, question: str, max_new: int) -> dict:
     cache = cache_from_kv(sinks)
     ids = tok.encode(section_text)
     prefill(rt.lm.model, cache, ids, sinks.tokens)
-    q = tok.encode(question_text(question))
+    q = tok.encode(question_text(question, template=tok.template))
     logits = prefill(rt.lm.model, cache, q, sinks.tokens + len(ids))
     text, _, ttft = greedy(rt.lm.model, tok, cache, logits, sinks.tokens + len(ids) + len(q), max_new, t0)
     return {"answer": text, "ttft_s": ttft, "total_s": time.perf_counter() - t0,

@@ -84,14 +84,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_redis(port: int, work: Path, appendonly: str = "no", appendfsync: str = "everysec") -> subprocess.Popen:
-    """redis-server on 127.0.0.1:`port` with its files in `work`, answering PING when returned."""
+def start_redis(port: int, work: Path, appendonly: str = "no", appendfsync: str = "everysec",
+                password: str | None = None) -> subprocess.Popen:
+    """redis-server on 127.0.0.1:`port` with its files in `work` (and `password` required, if
+    given), answering PING when returned."""
     import redis
 
+    auth = ["--requirepass", password] if password else []
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", appendonly, "--appendfsync", appendfsync, "--dir", str(work)],
+                             "--appendonly", appendonly, "--appendfsync", appendfsync, "--dir", str(work), *auth],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
+    client = redis.Redis(port=port, password=password)
     deadline = time.monotonic() + 10
     while True:
         try:

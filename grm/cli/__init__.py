@@ -31,7 +31,8 @@ import logging
 import os
 import sys
 
-from grm.errors import GrmError
+from grm.cli.terminal import TerminalFilter, say
+from grm.errors import GrmError, redact, redact_logs
 
 EPILOG = "Store: --store DIR, else $GRM_HOME, else ~/.grm. Models are cached in $GRM_CACHE (~/.cache/grm)."
 
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                             format="grm: %(message)s")
+        redact_logs()
+        for handler in logging.getLogger().handlers:  # after the redaction: log lines are printable too
+            handler.addFilter(TerminalFilter())
         check_text_args(args)
         code = args.handler(args)
         sys.stdout.flush()
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return BROKEN_PIPE
     except GrmError as exc:
-        print(f"grm: error: {exc}", file=sys.stderr)
+        say(f"grm: error: {redact(str(exc))}", file=sys.stderr, lines=False)
         return 2
     except KeyboardInterrupt:
         print("grm: interrupted", file=sys.stderr)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from grm.cli.common import (MAX_NEW_TOKENS_HELP, Choices, add_mount_flags, check_text, mount_options, open_runtime,
                             positive_int)
+from grm.cli.terminal import json_text, say
 from grm.errors import UserInputError
 
 
@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
                       **mount_options(args)) as rt:
         answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens)
     if args.json:
-        print(json.dumps(answer.to_json(), ensure_ascii=False))
+        say(json_text(answer.to_json()))
     else:
-        print(answer.answer)
-        print(f"[{answer.mode}: {answer.tokens_from_memory}/{answer.prompt_tokens} tokens from memory, "
-              f"ttft {answer.ttft_s:.3f}s, total {answer.total_s:.3f}s]", file=sys.stderr)
+        say(answer.answer)
+        say(f"[{answer.mode}: {answer.tokens_from_memory}/{answer.prompt_tokens} tokens from memory, "
+            f"ttft {answer.ttft_s:.3f}s, total {answer.total_s:.3f}s]", file=sys.stderr)
     return 0

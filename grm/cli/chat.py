@@ -8,13 +8,13 @@ on; a script that is not UTF-8 is refused whole before anything is sent (exit 2)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from grm.cli.common import (MAX_NEW_TOKENS_HELP, Choices, add_mount_flags, byte_count, mount_options, open_runtime,
                             positive_int)
+from grm.cli.terminal import json_text, say
 from grm.cli.tier import BudgetKeeper, add_budget_flag
 from grm.errors import UserInputError
 
@@ -75,8 +75,8 @@ def stdin_lines(stream: Iterable[bytes]) -> Iterator[str | UserInputError]:
 
 def _refuse(args: argparse.Namespace, turn: int, line: str, exc: UserInputError) -> None:
     out = {"turn": turn, "user": line[:200], "error": str(exc)}
-    print(json.dumps(out, ensure_ascii=False) if args.json else f"grm: error: {exc}",
-          file=sys.stdout if args.json else sys.stderr, flush=True)
+    say(json_text(out) if args.json else f"grm: error: {exc}", file=sys.stdout if args.json else sys.stderr,
+        flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,15 +98,15 @@ def run(args: argparse.Namespace) -> int:
                 _refuse(args, session.turn, line, exc)
                 continue
             if args.json:
-                print(json.dumps(reply.to_json(), ensure_ascii=False, separators=(",", ":")), flush=True)
+                say(json_text(reply.to_json(), separators=(",", ":")), flush=True)
             else:
-                print(reply.answer, flush=True)
+                say(reply.answer, flush=True)
                 mem = ", ".join(f"{m['id'][:8]}:{m['score']:.2f}" for m in reply.mounted) or "none"
-                print(f"[turn {reply.turn}: mounted {mem}; {reply.seats_resident} seats, "
-                      f"{reply.device_bytes / 2**20:.1f} MiB resident, {reply.timings.get('total_s', 0):.2f}s]",
-                      file=sys.stderr, flush=True)
+                say(f"[turn {reply.turn}: mounted {mem}; {reply.seats_resident} seats, "
+                    f"{reply.device_bytes / 2**20:.1f} MiB resident, {reply.timings.get('total_s', 0):.2f}s]",
+                    file=sys.stderr, flush=True)
             report = tiering.after_write()  # between turns, after the reply is out
             if report is not None:
-                print(f"[tiering: {report}]", file=sys.stderr, flush=True)
+                say(f"[tiering: {report}]", file=sys.stderr, flush=True)
     return 0
 

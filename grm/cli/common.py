@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grm.cli.terminal import json_text, say
 from grm.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -103,11 +104,16 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lead", default="model", choices=Choices("grm.runtime.config", "LEADS"), metavar="HOW",
                    help="%(choices)s: begin a plain question's answer from its words by the rules, then the "
                         "model where no rule applies (default), by the rules only, or not at all")
+    p.add_argument("--extractor", default="rule", choices=Choices("grm.runtime.config", "EXTRACTORS"), metavar="WHO",
+                   help="%(choices)s: who reads a plain-words update of a fact memory holds (\"changed the wifi pw "
+                        "to X\"): the rules (default), the model shown the turn and the facts held, or the rules "
+                        "then the model")
 
 
 def mount_options(args: argparse.Namespace) -> dict[str, object]:
     """The RuntimeConfig fields `add_mount_flags` sets."""
-    return {"repair": args.repair, "blend": args.blend, "reread": args.reread, "lead": args.lead}
+    return {"repair": args.repair, "blend": args.blend, "reread": args.reread, "lead": args.lead,
+            "extractor": args.extractor}
 
 
 MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(default)s)"
@@ -263,10 +269,10 @@ def _plain(value: object) -> str:
 def emit(obj: dict, as_json: bool) -> None:
     """One JSON object, or `key: value` lines."""
     if as_json:
-        print(json.dumps(obj, ensure_ascii=False))
+        say(json_text(obj))
     else:
         for key, value in obj.items():
-            print(f"{key}: {_plain(value)}")
+            say(f"{key}: {_plain(value)}")
 
 
 def show_progress(args: argparse.Namespace) -> bool:

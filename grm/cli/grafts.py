@@ -4,10 +4,10 @@ into child grafts along token spans. Common flags go before or after the action.
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import datetime, timezone
 
 from grm.cli.common import Choices, common_parser, emit, open_runtime
+from grm.cli.terminal import json_text, say
 from grm.errors import UserInputError
 
 
@@ -73,11 +73,11 @@ def run(args: argparse.Namespace) -> int:
         if args.grafts_command == "list":
             items = [_summary(g) for g in rt.grafts.grafts(kind=args.kind, include_retired=args.all)]
             if args.json:
-                print(json.dumps({"grafts": items}, ensure_ascii=False))
+                say(json_text({"grafts": items}))
             else:
                 for it in items:
                     text = it["text"].replace("\n", " ")[:60]
-                    print(f"{it['id'][:12]}  {it['kind']:<8} {it['tokens']:>5} tok  {it['created']}  {text}")
+                    say(f"{it['id'][:12]}  {it['kind']:<8} {it['tokens']:>5} tok  {it['created']}  {text}", lines=False)
             return 0
         gid = _resolve(rt, args.id)
         if args.grafts_command == "show":

@@ -16,12 +16,12 @@ are a user error (exit 2).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import TYPE_CHECKING
 
 from grm.cli.common import check_text, open_store
+from grm.cli.terminal import json_text, say
 from grm.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if text.casefold() in LISTINGS:
         with open_store(args, read_only=True) as store:  # beside a live writer (a running chat) too
             obj = _listing(PolicyMemory(store, config), text.casefold(), now)
-        print(json.dumps(obj, ensure_ascii=False) if args.json else "\n".join(_lines(obj)))
+        say(json_text(obj) if args.json else "\n".join(_lines(obj)))
         return 0
     cmd = parse(text)
     if cmd is None:
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     reading = isinstance(cmd, (Show, Why))
     with open_store(args, create=not reading, read_only=reading) as store:
         res = PolicyMemory(store, config).execute(cmd, evidence_id=f"cli-{int(now * 1000)}", now=now)
-    print(json.dumps(res.to_json(), ensure_ascii=False) if args.json else res.text)
+    say(json_text(res.to_json()) if args.json else res.text)
     if isinstance(cmd, SetDurability):
         print("grm: note: every grm command opens the store in its --durability mode (default normal); "
               f"pass --durability {cmd.mode} to keep this one", file=sys.stderr)

@@ -1,6 +1,7 @@
 """`grm serve`: the OpenAI-compatible memory server (grm/serve).
 
-    grm serve --keys keys.txt [--host 127.0.0.1] [--port 8420] [--queue N] [--timeout S]
+    grm serve --keys keys.txt [--host 127.0.0.1] [--port 8420] [--queue N] [--timeout S] [--tenant-bytes SIZE]
+              [--host-budget SIZE]
     grm serve --no-auth                         (loopback host only; every request is --tenant)
     grm serve --add-key TENANT --keys keys.txt  (prints a new key once; stores its SHA-256)
 """
@@ -11,8 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from grm.cli.common import add_mount_flags, mount_options, positive_int, runtime_config
+from grm.cli.common import add_mount_flags, byte_count, mount_options, positive_int, runtime_config
 from grm.cli.tier import add_budget_flag
+
+DEFAULT_HOST_BUDGET = 1 << 30  # the server's host tier (RuntimeConfig.host_budget; one-shot commands keep none)
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -29,11 +32,26 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--add-key", metavar="TENANT",
                    help="make a key for TENANT, add its hash to --keys FILE, print the key, exit")
     p.add_argument("--queue", type=positive_int, default=16, metavar="N",
-                   help="requests that may wait for the model; one more gets 429 (default 16)")
+                   help="requests one API key may have waiting for the model; one more gets 429 for that key "
+                   "only (default 16)")
+    p.add_argument("--queue-total", type=positive_int, default=256, metavar="N",
+                   help="requests waiting across all keys; one more gets 503 (default 256)")
+    p.add_argument("--slice", type=float, default=0.25, metavar="S",
+                   help="a document ingest gives the model back to waiting requests after S seconds, at its "
+                   "next block (default 0.25)")
+    p.add_argument("--job-timeout", type=float, default=3600.0, metavar="S",
+                   help="an ingest job not done S seconds after it was queued is stopped (default 3600)")
+    p.add_argument("--tenant-bytes", type=byte_count, default=None, metavar="SIZE",
+                   help="bytes of K/V and documents one API key may store, e.g. 2GB; its writes past it get "
+                   "429 (default: no quota)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="seconds before a request gets 504 and its generation stops (default 300)")
     p.add_argument("--max-tokens", type=positive_int, default=256, metavar="N",
                    help="generation limit when a request gives no max_tokens (default 256)")
+    p.add_argument("--host-budget", type=byte_count, default=DEFAULT_HOST_BUDGET, metavar="SIZE",
+                   help="bytes of verified exact K/V kept in host RAM between requests (page-locked with a GPU), "
+                        "so a repeated context mounts from RAM without a store read; shared fairly between "
+                        "tenants, least recently used out first; 0 turns it off (default 1G)")
     add_mount_flags(p)
     add_budget_flag(p)
     p.set_defaults(handler=run)
@@ -52,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"grm: added a key for tenant {args.add_key} to {args.keys}; it is shown only now", file=sys.stderr)
         return 0
     config = ServeConfig(host=args.host, port=args.port, keys=Path(args.keys).expanduser() if args.keys else None,
-                         no_auth=args.no_auth, tenant=args.tenant, queue=args.queue, timeout_s=args.timeout,
-                         max_tokens=args.max_tokens, store_budget=args.store_budget)
+                         no_auth=args.no_auth, tenant=args.tenant, queue=args.queue, queue_total=args.queue_total,
+                         slice_s=args.slice, job_timeout_s=args.job_timeout, tenant_bytes=args.tenant_bytes,
+                         timeout_s=args.timeout, max_tokens=args.max_tokens, store_budget=args.store_budget)
     from grm.serve.server import serve
 
-    return serve(runtime_config(args, **mount_options(args)), config)
+    return serve(runtime_config(args, host_budget=args.host_budget, **mount_options(args)), config)

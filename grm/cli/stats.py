@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 
 from grm.cli.common import emit, open_store, require_store, store_config, store_root
+from grm.cli.terminal import json_text, say
 
 # fsck report fields that are information, not damage: they never make the exit status 1.
 FSCK_INFO = ("records", "orphans", "repaired")
@@ -94,9 +94,9 @@ def run_stats(args: argparse.Namespace) -> int:
         st = tenant_stats(store.stats(), args.tenant)
         st["tiers"] = {**inventory(store).to_json(args.tenant), "budget": stored_budget(store)}
     if args.json:
-        print(json.dumps(st, ensure_ascii=False))
+        say(json_text(st))
     else:
-        print("\n".join(stats_table(st) + tier_lines(st["tiers"])))
+        say("\n".join(stats_table(st) + tier_lines(st["tiers"])))
     return 0
 
 

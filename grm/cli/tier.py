@@ -9,9 +9,9 @@ the lead) and `after_write`, which keeps the store under the budget after a writ
 from __future__ import annotations
 
 import argparse
-import sys
 
 from grm.cli.common import Choices, emit, open_runtime
+from grm.cli.terminal import say
 
 BUDGET_HELP = ("keep the store under SIZE bytes (e.g. 500MB, 20GB; K/M/G are powers of 1024): cold exact K/V "
                "is archived, then evicted to text (re-read when needed); facts and documents stay. Remembered by "
@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def policy_for(rt, store_budget: int | None, keep_salient: str = "digits"):
     from grm.archive.policy import PolicyConfig, TieringPolicy
 
-    return TieringPolicy(rt.store, rt.lm, rt.dialect, rt.config.tenant, store_budget,
+    return TieringPolicy(rt.store, rt.lm, rt.dialect, store_budget,
                          PolicyConfig(keep_salient=keep_salient), archive=rt.archive, uses=rt.uses)
 
 
@@ -83,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     emit(summary(report), False)
     for m in report.moves[:50]:
-        print(f"  {m['action']:<6} {m['kind']} {m['key'][:12]} {m['doc'][:40]:<40} {m['tokens']:>5} tok  "
-              f"-{m['saves_bytes']} B  ({m['why']})", file=sys.stdout)
+        say(f"  {m['action']:<6} {m['kind']} {m['key'][:12]} {m['doc'][:40]:<40} {m['tokens']:>5} tok  "
+            f"-{m['saves_bytes']} B  ({m['why']})")
     if len(report.moves) > 50:
-        print(f"  ... and {len(report.moves) - 50} more (--json lists them all)")
+        say(f"  ... and {len(report.moves) - 50} more (--json lists them all)")
     return 0
 
 

@@ -22,7 +22,7 @@ from grm.kv import KV, cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
 from grm.route import Channels, Hit, combine, search
 from grm.route.dense import encode_key, key_width, query_key, span_keys
-from grm.route.index import DENSE_CANDIDATES, DenseIndex, candidates
+from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
@@ -167,9 +167,10 @@ class GraftMemory:
         if kv.tokens != len(ids) or not ids:
             raise ValueError(f"a graft needs its K/V ({kv.tokens} tokens) to match its ids ({len(ids)})")
         ex = self.exact
+        known = self.find(kind, seat, text, ids, salt)
+        if known is not None:
+            return known  # idempotent: the same span harvested again
         gid = graft_id(self.lm.identity, self.tenant, kind, seat, text, ids, salt)
-        if self.store.get(self.tenant, KIND, gid) is not None:
-            return self.get(gid)  # idempotent: the same span harvested again
         dense = self._routing_keys(kv, ids, seat if standalone else None)
         meta = {"identity": self.lm.identity, "kind": kind, "seat": seat, "tokens": len(ids), "ids": list(ids),
                 "created": time.time(), "sources": list(sources), "dense": dense, **(extra or {})}
@@ -178,6 +179,12 @@ class GraftMemory:
         payload = kv.to_bytes(ex.bind(self.tenant, gid, PAYLOAD_PARENT, seat, text, ids))
         self.store.put(self.tenant, KIND, gid, parent=parent, text=text, payload=payload, meta=meta)
         return self.get(gid)
+
+    def find(self, kind: str, seat: int, text: str, ids: list[int], salt: str = "") -> Graft | None:
+        """The graft `harvest` stores for this span (same kind, seat, text, ids and salt), if it is
+        stored already: a caller can skip computing the K/V."""
+        rec = self.store.get(self.tenant, KIND, graft_id(self.lm.identity, self.tenant, kind, seat, text, ids, salt))
+        return None if rec is None or rec.meta.get("identity") != self.lm.identity else Graft.from_record(rec)
 
     def adopt_blocks(self, doc_name: str, block_keys: list[str]) -> list[Graft]:
         """A document graft for each section block (read alone after the sinks), sharing its
@@ -289,14 +296,19 @@ class GraftMemory:
         freq = DocumentFrequencies.counted(*self.index().frequencies())
         return ground(query, [r.graft.text for r in routed] + list(also), freq, floor)
 
+    def similarity(self, query: str, exclude: frozenset[str] = frozenset()) -> DenseScores:
+        """Every routable graft's dense score for `query`: the model's own keys of it (one short
+        forward pass) against the index in one matrix product (grm/route/index.py)."""
+        ex = self.exact
+        q = query_key(self.lm.model, ex.sinks(), self.lm.tokenizer.encode(query.strip()), ex.dialect,
+                      self.config.channels.dense)
+        return self.index().dense(q, exclude)
+
     def _dense_scores(self, query: str, lexical: dict[str, Hit], exclude: frozenset[str], keep, *, only_lexical: bool,
                       at_least: int) -> tuple[dict[str, tuple[Record, float]], tuple[float, float] | None]:
         """The dense channel: (candidates' cosines, (lowest, highest) cosine over every routable
         graft), scored against the index in one matrix product (grm/route/index.py)."""
-        ex = self.exact
-        ids = self.lm.tokenizer.encode(query.strip())
-        q = query_key(self.lm.model, ex.sinks(), ids, ex.dialect, self.config.channels.dense)
-        scores = self.index().dense(q, exclude)
+        scores = self.similarity(query, exclude)
 
         def fetch(key: str) -> Record | None:
             rec = self.store.get(self.tenant, KIND, key)

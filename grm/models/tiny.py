@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from grm.models.template import ChatTemplate
 from grm.models.tokenizer import ByteTokenizer
 
 TINY_POSITIONS = 32768
@@ -45,8 +46,9 @@ def tiny_config(family: str) -> object:
     raise ValueError(f"no tiny model for family {family!r}")
 
 
-def build_tiny(family: str) -> tuple[torch.nn.Module, ByteTokenizer]:
-    """Build the tiny random model of `family` deterministically (same seed, same weights)."""
+def build_tiny(family: str, template: ChatTemplate | None = None) -> tuple[torch.nn.Module, ByteTokenizer]:
+    """Build the tiny random model of `family` deterministically (same seed, same weights), its
+    byte tokenizer asking through `template` if one is given."""
     from transformers import AutoModelForCausalLM
 
     config = tiny_config(family)
@@ -55,4 +57,4 @@ def build_tiny(family: str) -> tuple[torch.nn.Module, ByteTokenizer]:
         torch.manual_seed(TINY_SEED)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.eval()
-    return model, ByteTokenizer()
+    return model, ByteTokenizer(template)

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from grm.models.template import ChatTemplate, derive
+
 
 class Tokenizer(Protocol):
     """What GRM needs of a tokenizer: exact encode/decode and the end-of-turn tokens."""
 
     eos_ids: frozenset[int]  # tokens that end a generated answer
     sink_ids: tuple[int, ...]  # the fixed prefix read first in every context (>= 4 tokens)
+    template: ChatTemplate | None  # the chat template the model is asked through (None: plain format)
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -25,16 +28,25 @@ class Tokenizer(Protocol):
         ...
 
 
+# ChatML, the template a tiny test model may be asked through (`tiny-random-llama-chat`): the
+# templated request path runs in the unit tests without a real model.
+CHATML = ChatTemplate(start="<|im_start|>system\n", system="You are a test model.",
+                      system_end="<|im_end|>\n<|im_start|>user\n", user_end="<|im_end|>\n<|im_start|>assistant\n",
+                      reply_end="<|im_end|>\n<|im_start|>user\n")
+
+
 class ByteTokenizer:
-    """Every UTF-8 byte is one token (ids 0..255); 256 = BOS, 257 = EOS. For tiny test models."""
+    """Every UTF-8 byte is one token (ids 0..255); 256 = BOS, 257 = EOS. For tiny test models.
+    With a `template`, the sinks are BOS then the template's head (as HFTokenizer's are the head)."""
 
     vocab_size = 258
     bos_id = 256
     eos_id = 257
 
-    def __init__(self) -> None:
+    def __init__(self, template: ChatTemplate | None = None) -> None:
         self.eos_ids = frozenset({self.eos_id})
-        self.sink_ids = (self.bos_id,) * 4
+        self.template = template
+        self.sink_ids = (self.bos_id,) * 4 + (tuple(self.encode(template.head)) if template else ())
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
@@ -46,7 +58,7 @@ class ByteTokenizer:
         return [bytes([i]) if i < 256 else b"" for i in ids]
 
     def files_digest_parts(self) -> list[bytes]:
-        return [b"byte-tokenizer-v1"]
+        return [b"byte-tokenizer-v1"] + ([repr(self.template).encode()] if self.template else [])
 
 
 def _byte_level_alphabet() -> dict[str, int]:
@@ -63,10 +75,15 @@ def _byte_level_alphabet() -> dict[str, int]:
 
 
 class HFTokenizer:
-    """Wraps a transformers tokenizer; never adds BOS/EOS by itself."""
+    """Wraps a transformers tokenizer; never adds BOS/EOS by itself. `chat`: ask the model through
+    its chat template (grm/models/template.py); then the sinks are the template's head (the
+    default system message and the user turn's opening), read first in every context."""
 
-    def __init__(self, hf_tokenizer: object, sink_text: str | None = None) -> None:
+    def __init__(self, hf_tokenizer: object, sink_text: str | None = None, chat: bool = False) -> None:
         self._tok = hf_tokenizer
+        self.template = derive(hf_tokenizer) if chat else None
+        if self.template is not None:
+            sink_text = self.template.head
         eos: set[int] = set()
         for name in ("eos_token_id", "pad_token_id"):
             value = getattr(hf_tokenizer, name, None)

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from grm.errors import GrmError
-from grm.policy.fact import Evidence, Fact, FactProposal, norm, rank, words
+from grm.policy.fact import Evidence, Fact, FactProposal, norm, rank, stems, words
 from grm.policy.grammar import (
     Command,
     ConfirmForget,
@@ -161,6 +161,10 @@ def _correct(mem: PolicyMemory, cmd: Correct, ev: Evidence, now: float) -> Comma
                          f"{subject} {old.predicate} {cmd.replacement}", intent="user-asserted")
     if p.key == old.key and norm(p.value) == old.value_key:
         return _result(head, f"{old.id} already says {old.statement!r}; nothing changed", False, facts=(old.id,))
+    if not _same_subject(old, p):  # "my cat is called Tofu" is no correction of "my favourite editor is Vim"
+        return _result(head, f"not corrected: {p.statement!r} is about {p.subject!r}, not {old.subject!r} as "
+                       f"{old.id} is; say `remember: {p.statement}` for a new fact, or give only the new value",
+                       False, ok=False, facts=(old.id,))
     p = replace(p, pinned=old.pinned)
     o = mem.apply(p, old.scope, old.lifetime, now, old.expires_at, replace(ev, action="corrected"), now,
                   forced=True, also_supersede=[(old.id, "corrected")], exclude=[old.id])
@@ -169,6 +173,14 @@ def _correct(mem: PolicyMemory, cmd: Correct, ev: Evidence, now: float) -> Comma
     new = mem.fact(o.fact)
     return _result(head, f"corrected {old.id} ({old.statement!r}) -> {new.id} ({new.statement!r})", True,
                    facts=(new.id,), superseded=o.superseded)
+
+
+def _same_subject(old: Fact, new: FactProposal) -> bool:
+    """Whether a whole claim may correct `old`: a note has no subject to keep; else the subjects
+    are the same phrase or share a content word (plural-folded, as the conflict rules compare them)."""
+    if norm(old.predicate) == "note" or norm(new.predicate) == "note":
+        return True
+    return norm(old.subject) == norm(new.subject) or bool(stems(old.subject) & stems(new.subject))
 
 
 def _revise(mem: PolicyMemory, head: str, query: str, ev: Evidence, now: float, **change: bool) -> CommandResult:
@@ -284,7 +296,13 @@ def _cull(mem: PolicyMemory, cmd: CullGraft) -> CommandResult:
     return _result("cull graft", str(out), True)
 
 
+OPERATOR_SETTING = ("set durability is an operator setting: the store's mode is chosen when the server "
+                    "starts (grm serve --durability MODE) and no request can change it; nothing changed")
+
+
 def _durability(mem: PolicyMemory, cmd: SetDurability) -> CommandResult:
+    if not mem.config.store_settings:  # one tenant must not change the promise every tenant's writes get
+        return _result("set durability", OPERATOR_SETTING, False, ok=False)
     if not isinstance(mem.store, DurabilityControl):
         return _result("set durability", f"this store's durability is not set here ({type(mem.store).__name__}: "
                        "the server's own persistence settings decide it)", False, ok=False)

@@ -315,24 +315,24 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def claims_of(text: str, intent: str) -> list[FactProposal | None]:
-    """Each sentence's plain-words update (grm/policy/updates.py) if it states one, else its
-    clauses' claims."""
+def claims_of(text: str, intent: str, updates: bool = True) -> list[FactProposal | None]:
+    """Each sentence's plain-words update (grm/policy/updates.py) if it states one (`updates`),
+    else its clauses' claims."""
     out: list[FactProposal | None] = []
     before = None
     for sentence in sentences(text):
-        update = parse_update(sentence, intent, before)  # "I changed the gate code. It's 4410 now."
+        update = parse_update(sentence, intent, before) if updates else None  # "I changed the gate code. It's 4410 now."
         out.extend([update] if update is not None else [parse_clause(c, intent) for c in clauses(expand(sentence))])
         before = sentence
     return out
 
 
-def parse_statement(text: str, intent: str = "inferred") -> list[FactProposal]:
-    """Every claim in `text`, one per clause (or per sentence, for an update); of a repeated
-    single-valued (subject, predicate) only the first."""
+def parse_statement(text: str, intent: str = "inferred", updates: bool = True) -> list[FactProposal]:
+    """Every claim in `text`, one per clause (or per sentence, for an update the rules read:
+    `updates`); of a repeated single-valued (subject, predicate) only the first."""
     seen: set[tuple[str, ...]] = set()
     out = []
-    for p in claims_of(text, intent):
+    for p in claims_of(text, intent, updates):
         if p is None:
             continue
         ident = p.key + ((norm(p.value),) if p.key[1] in MULTI_VALUED else ())
@@ -353,8 +353,9 @@ class RuleExtractor:
 
     name = "rule"  # evidence names the path a fact came by: "extract:rule"
 
-    def __init__(self, intent: str = "inferred") -> None:
+    def __init__(self, intent: str = "inferred", updates: bool = True) -> None:
         self.intent = intent  # "inferred", or "observed" for a more cautious deployment
+        self.updates = updates  # read plain-words updates by the rules (grm/policy/updates.py)
 
     def propose(self, text: str, evidence_id: str, now: float) -> list[FactProposal]:
-        return parse_statement(text, self.intent)
+        return parse_statement(text, self.intent, self.updates)

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from grm.errors import UserInputError
 from grm.policy.config import PolicyConfig
@@ -73,6 +74,42 @@ class CommandResult:
                 "token": self.token, "malformed": self.malformed}
 
 
+class UpdateReader(Protocol):
+    """Reads the update a turn makes to one of the facts held (`PolicyMemory.readers`)."""
+
+    name: str  # evidence names the path: "extract:<name>"
+
+    def gate(self, text: str) -> bool:
+        """Whether `text` could be an update at all (the facts are listed only then)."""
+        ...
+
+    def read(self, text: str, held: list[Fact], *, claimed: bool = False,
+             disputed: frozenset[str | None] = frozenset()) -> FactProposal | None: ...
+
+
+class AlignedReader:
+    """The rules' reader (grm/policy/align.py)."""
+
+    name = "aligned"
+
+    def gate(self, text: str) -> bool:
+        return may_update(text)
+
+    def read(self, text: str, held: list[Fact], *, claimed: bool = False,
+             disputed: frozenset[str | None] = frozenset()) -> FactProposal | None:
+        return aligned(text, held, claimed=claimed, disputed=disputed)
+
+
+FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "we've", "us",
+                          "our", "ours"})
+
+
+def about_the_user(subject: str) -> bool:
+    """Whether a claim's subject is the user or theirs ("I", "my bank", "our flat")."""
+    first = norm(subject).replace("’", "'").split(" ", 1)[0]
+    return first in FIRST_PERSON
+
+
 def note(statement: str, intent: str) -> FactProposal:
     """A statement the rules find no claim in: remembered whole, never contradicting others."""
     return FactProposal(statement, "note", statement, statement, intent=intent)
@@ -81,11 +118,16 @@ def note(statement: str, intent: str) -> FactProposal:
 class PolicyMemory:
     def __init__(self, store: StoreBackend, config: PolicyConfig | None = None, *, extractor: Extractor | None = None,
                  grafter: Callable[[Fact], str | None] | None = None,
-                 culler: Callable[[str], object] | None = None) -> None:
+                 culler: Callable[[str], object] | None = None,
+                 readers: Sequence[UpdateReader] | None = None) -> None:
+        """`readers`: what reads an update the extractor missed against the facts held, in order
+        until one supersedes (default: the rules' aligned reader, grm/policy/align.py; the runtime
+        adds or substitutes the model's, grm/policy/model_extract.py)."""
         self.store = store
         self.config = config or PolicyConfig()
         self.tenant = self.config.tenant
         self.extractor = extractor or RuleExtractor()
+        self.readers: tuple[UpdateReader, ...] = tuple(readers) if readers is not None else (AlignedReader(),)
         self.grafter = grafter
         self.culler = culler
         self.ledger = Ledger(store, self.tenant)
@@ -123,9 +165,13 @@ class PolicyMemory:
         if parse(text) is not None:
             return []
         via = f"extract:{getattr(self.extractor, 'name', type(self.extractor).__name__)}"
-        held = self.facts(now) if may_update(text) else None  # before this turn: what an update the
-        # extractor missed is read against (grm/policy/align.py); not listed for a turn that cannot be one
+        pasted = self.pasted(text)
+        readers = [] if pasted else [r for r in self.readers if r.gate(text)]
+        held = self.facts(now) if readers else None  # before this turn: what an update the extractor
+        # missed is read against (self.readers); not listed for a turn that cannot be one
         proposals = self.extractor.propose(text, evidence_id, now)
+        if pasted:  # a pasted document's claims are its author's: only what it says of the user is theirs
+            proposals = [p for p in proposals if about_the_user(p.subject)]
         out = [self.propose(p, evidence_id=evidence_id, now=now, via=via) for p in proposals]
         # an old value the rules were told that memory does not hold ("from Citi" where it holds Chase): a
         # dispute over a fact with a value of its kind, for the user; not over one of another kind ("rather
@@ -137,10 +183,18 @@ class PolicyMemory:
             # ("my training sessions are with Keisha now") leaves a fact whose old value the turn names to the reader.
             # An update the rules hold for review the reader may still place by the turn's other words ("push
             # the wedding back" for "the date is ...: which date?"); the review item stays for the user
-            p = aligned(text, held, claimed=any(p.replaces for p in proposals), disputed=disputed)  # grm/policy/align.py
-            if p is not None:
-                out.append(self.propose(p, evidence_id=evidence_id, now=now, via="extract:aligned"))
+            claimed = any(p.replaces for p in proposals)
+            for reader in readers:
+                p = reader.read(text, held, claimed=claimed, disputed=disputed)
+                if p is not None:
+                    out.append(self.propose(p, evidence_id=evidence_id, now=now, via=f"extract:{reader.name}"))
+                    if out[-1].action == "superseded":
+                        break
         return out
+
+    def pasted(self, text: str) -> bool:
+        """Whether a turn reads as a pasted document (PolicyConfig.paste_chars), not the user talking."""
+        return len(text) >= self.config.paste_chars
 
     # ---- proposals and the conflict rules ------------------------------------------------------
 

@@ -41,6 +41,7 @@ from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
+from grm.models.template import ChatTemplate
 from grm.policy.align import related
 from grm.route.lexical import _STOP, _WORD
 from grm.runtime.config import RuntimeConfig
@@ -55,19 +56,27 @@ log = logging.getLogger("grm")
 QUESTION_TEMPLATE = "\n\nQuestion: {q}\nAnswer:"
 
 
-def question_text(question: str, lead: bool = True) -> str:
+def question_text(question: str, lead: bool = True, template: ChatTemplate | None = None) -> str:
     """The text read after memory: the question template, with the answer started from the
     question's own words where a rule covers it (grm/runtime/lead.py: "What is the X?" -> "The X
     is"; bench/results/questions.md: SmolLM2 12/20 plain, 20/20 so led, same text in context);
-    a question that already starts its own answer ("...?\nAnswer: The X is") is kept as it is."""
+    a question that already starts its own answer ("...?\nAnswer: The X is") is kept as it is
+    (through a chat template: that start begins the assistant's reply)."""
     q = question.strip()
     if "\nAnswer:" in q:
+        if template is not None:
+            asked, _, start = q.partition("\nAnswer:")
+            return led(asked.strip(), start.strip() or None, template)
         return f"\n\nQuestion: {q}"
-    return led(q, answer_lead(q) if lead else None)
+    return led(q, answer_lead(q) if lead else None, template)
 
 
-def led(question: str, lead: str | None) -> str:
-    """The question template with `lead` (if any) begun after "Answer:"."""
+def led(question: str, lead: str | None, template: ChatTemplate | None = None) -> str:
+    """The question template with `lead` (if any) begun after "Answer:"; through a chat template,
+    the question ends the user's message (after a blank line, below what memory put there) and the
+    lead begins the assistant's reply."""
+    if template is not None:
+        return "\n\n" + template.user_turn(question) + (lead or "")
     return QUESTION_TEMPLATE.format(q=question) + (f" {lead}" if lead else "")
 
 
@@ -78,15 +87,15 @@ def question_read(ctx: Context, question: str, read: Iterable[str] = ()) -> tupl
     answer returned begins with the lead, so "What is my locker code?" answers "Your locker code
     is 4721.". `read`: the texts mounted before it, whose preposition the lead takes (`fit_lead`)."""
     q = question.strip()
-    choice = ctx.config.lead
+    choice, tok = ctx.config.lead, ctx.lm.tokenizer
     if "\nAnswer:" in q or choice == "off":
-        return ctx.lm.tokenizer.encode(question_text(q, lead=False)), None
+        return tok.encode(question_text(q, lead=False, template=tok.template)), None
     read = list(read)
     lead = label_lead(q, read) or answer_lead(q)  # a label the text says needs no model lead
     if lead is None and choice == "model":
         lead = ctx.model_lead(q)
     lead = fit_lead(lead, read, q)
-    return ctx.lm.tokenizer.encode(led(q, lead)), lead
+    return tok.encode(led(q, lead, tok.template)), lead
 
 
 _LEAD_PREP = ("in", "on", "at")
@@ -199,6 +208,30 @@ class Ready:
 
 
 # ----- 1-4: route, plan, load, arena, per mode --------------------------------------------------
+def exact_prompt(ctx: Context, text: str, rendered: bool) -> str | None:
+    """What exact mode reads after the sinks for `text`. A plain-format model: `text` as given.
+    Through a chat template: a prompt the caller `rendered` with it (the server's chats) less the
+    head the sinks already hold, or None where it does not start with that head (a system message
+    of its own: `plan_unrooted`); any other prompt is the user's message, and the generation
+    prompt follows it."""
+    template = ctx.lm.tokenizer.template
+    if template is None:
+        return text
+    if not rendered:
+        return template.user_turn(text)
+    return text[len(template.head):] if text.startswith(template.head) else None
+
+
+def plan_unrooted(ctx: Context, rendered: str, max_new: int) -> Ready:
+    """A chat rendered with a system message of its own: read whole from the first seat, nothing
+    loaded or stored (stored K/V were all computed after the default head). Named in `fallback`."""
+    ids = ctx.lm.tokenizer.encode(rendered)
+    ctx.check_window(len(ids), max_new)
+    why = "the chat has a system message of its own: read without memory"
+    log.info(why)
+    return Ready(Arena(new_cache(), 0), [ids], "exact", fallback=why)
+
+
 def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = False,
                matched: tuple | None = None) -> Ready:
     """[sinks | stored blocks the prompt starts with | the rest]. Blocks matched but not served (a
@@ -350,9 +383,12 @@ def archived(ctx: Context, key: str, seat: int, tokens: int) -> KV | None:
 
 def mount_routed(ctx: Context, routed: list[Routed], live: list[str] = ()) -> list[Mount]:
     """Mounts for routed grafts, least relevant first (the best ends nearest the text read after
-    them), then the live window's turns in order; each loaded through the residency planes."""
+    them; RuntimeConfig.order "time": oldest first, so what was said last is read last), then the
+    live window's turns in order; each loaded through the residency planes."""
+    ordered = (sorted(routed, key=lambda r: (r.graft.created, r.graft.record.lsn)) if ctx.config.order == "time"
+               else list(reversed(routed)))
     mounts = [Mount(r.graft.id, list(r.graft.ids), r.graft.seat, ctx.residency.get(r.graft.id), r.score)
-              for r in reversed(routed)]
+              for r in ordered]
     for gid in live:
         g = ctx.grafts.get(gid)
         mounts.append(Mount(gid, list(g.ids), g.seat, ctx.residency.get(gid)))

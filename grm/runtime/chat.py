@@ -39,6 +39,7 @@ from grm.errors import UserInputError
 from grm.grafts.floor import asks_memory
 from grm.kv import cache_from_kv, crop, kv_from_cache
 from grm.kv.forward import prefill
+from grm.models.template import ChatTemplate
 from grm.runtime.answer import (Generation, Ready, fit_lead, graft_mount, mount, mount_routed,
                                 route_grafts, route_memory, run, with_lead)
 from grm.runtime.lead import answer_lead
@@ -55,16 +56,36 @@ TURN_STOPS = ("\nUser:", "\nAssistant:")  # the model starting the next exchange
 MAX_TURN_CHARS = 16_000
 
 
-def turn_read(text: str, lead: bool = True, read: Iterable[str] = ()) -> tuple[str, str | None]:
-    """A chat turn as read ("User: <text>\nAssistant:") and the lead its answer begins with: a
+def turn_read(text: str, lead: bool = True, read: Iterable[str] = (),
+              template: ChatTemplate | None = None) -> tuple[str, str | None]:
+    """A chat turn as read ("User: <text>\nAssistant:"; through a chat template, the user's message
+    and the generation prompt, `ChatTemplate.user_turn`) and the lead its answer begins with: a
     question a lead rule covers (grm/runtime/lead.py), asked while memory has something mounted,
     is answered after "Your locker code is" (`lead`: the runtime's lead choice is not "off" and
     something was routed), its preposition the one the texts `read` before it say (`fit_lead`).
     The same lead the ask path uses (bench/results/fidelity.md and chat_ceiling.md measure the
     chat with it)."""
     said = fit_lead(answer_lead(text), read, text) if lead and text.rstrip().endswith("?") else None
+    if template is not None:
+        return template.user_turn(text) + (said or ""), said
     return TURN_PROMPT.format(text=text) + (f" {said}" if said else ""), said
 HARVEST_MODES = ("live", "standalone", "user")
+
+
+def exchange_text(user: str, answer: str, template: ChatTemplate | None = None) -> str:
+    """A finished exchange as a later context reads it: "User: <user>\nAssistant: <answer>\n\n",
+    or through a chat template the user's message, the reply and the next turn's opening."""
+    if template is not None:
+        return template.exchange(user, answer.strip())
+    return TURN_PROMPT.format(text=user) + " " + answer.strip() + TURN_END
+
+
+def transcript(turns: Iterable[tuple[str, str]], asked: str, template: ChatTemplate | None = None) -> str:
+    """A whole conversation read as text: the exchanges `turns` (user, answer) in order, then the
+    turn `asked` as `turn_read` gives it; through a chat template with its head first, as a chat
+    rendered by the template is (`Runtime.ask(..., chat=True)` reads it after the sinks)."""
+    text = "".join(exchange_text(u, a, template) for u, a in turns) + asked
+    return template.head + text if template is not None else text
 
 
 @dataclass
@@ -156,7 +177,7 @@ class ChatSession:
                          timings={"route_s": round(t_route - t0, 4), "total_s": round(t_route - t0, 4)})
         mounts = mount_routed(ctx, routed, live)
         read = itertools.chain((r.graft.text for r in routed), (ctx.grafts.get(gid).text for gid in reversed(live)))
-        prompt, lead = turn_read(text, ctx.config.lead != "off" and bool(routed), read)
+        prompt, lead = turn_read(text, ctx.config.lead != "off" and bool(routed), read, tok.template)
         prompt_ids = tok.encode(prompt)
         sinks = ctx.exact.sinks()
         needed = sinks.tokens + sum(len(m.ids) for m in mounts) + len(prompt_ids)

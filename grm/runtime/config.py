@@ -18,6 +18,8 @@ from grm.store.tenant import check_tenant
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
 REREAD = ("auto", "never", "always")
 LEADS = ("rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)  # mount or re-read a routed graft (grm/grafts/reread.py)
+ORDERS = ("relevance", "time")  # routed grafts in the arena (RuntimeConfig.order)
+EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (RuntimeConfig.extractor)
 LAYOUTS = ("both", "chain", "sections")  # both: chain blocks and sections, sharing the first block
 DURABILITY = DURABILITY_MODES  # defined by the store plane
 
@@ -55,6 +57,9 @@ class RuntimeConfig:
     master_key: bytes | None = field(default=None, repr=False)  # 32 bytes: encryption at rest
     compress: bool = False  # zstandard-compress payload files (before encryption)
     device_budget: int = 64 << 20  # bytes of graft K/V kept on the device plane between turns
+    # bytes of verified exact blocks kept in host RAM between requests (page-locked on CUDA), so a
+    # repeated context mounts from RAM (grm/exact/tier.py); 0 = off: every load reads the store
+    host_budget: int = 0
     seat_budget: int = 1536  # seats of mounted grafts per question or turn
     repair: int = 0  # boundary repair: recompute the first N tokens of each mounted graft in context
     # composition repair (grm/grafts/blend.py): recompute this share of the tokens of two or more
@@ -67,12 +72,16 @@ class RuntimeConfig:
     # question they do not cover; bench/results/questions-smollm2-135m.md), "rules", "off" (plain)
     lead: str = "model"
     channel: str = "combined"  # graft routing channel: combined | lexical | dense
+    # routed grafts in the arena: "relevance" (least relevant first, the best next to the question)
+    # or "time" (oldest first: what was said last is read last, as a conversation reads)
+    order: str = "relevance"
     # abstention (grm/grafts/floor.py): a question routed memory holds nothing on is answered with
     # `abstain_line` ("abstained": true), not generated; 0 turns it off
     abstain_floor: float = DEFAULT_FLOOR
     abstain_line: str = ABSTAIN_LINE
-    # facts from chat turns: "rule" (grm/policy/extract.py) or "model" (the rules, plus the model
-    # for update-sounding sentences they read no update in: grm/policy/model_extract.py)
+    # who reads a plain-words update of a fact held: "rule" (grm/policy/updates.py, align.py),
+    # "model" (the model shown the turn and the facts held, grm/policy/model_extract.py), "both"
+    # (the rules, then the model where they read none); facts stated plainly are the rules' in all
     extractor: str = "rule"
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
@@ -103,18 +112,20 @@ class RuntimeConfig:
             raise UserInputError("section size must be >= 8 tokens and graft count >= 1")
         if self.max_new_tokens < 1:
             raise UserInputError("--max-new-tokens must be >= 1")
-        if self.device_budget < 0 or self.seat_budget < 1 or self.repair < 0:
-            raise UserInputError("device budget must be >= 0 bytes, seat budget >= 1, repair >= 0 tokens")
+        if self.device_budget < 0 or self.host_budget < 0 or self.seat_budget < 1 or self.repair < 0:
+            raise UserInputError("device and host budgets must be >= 0 bytes, seat budget >= 1, repair >= 0 tokens")
         if not 0 <= self.blend <= 1:
             raise UserInputError("--blend must be a share of tokens in [0, 1] (0: off)")
         if self.reread not in REREAD:
             raise UserInputError(f"bad reread choice {self.reread!r}: one of {', '.join(REREAD)}")
         if self.lead not in LEADS:
             raise UserInputError(f"bad lead choice {self.lead!r}: one of {', '.join(LEADS)}")
+        if self.order not in ORDERS:
+            raise UserInputError(f"bad mount order {self.order!r}: one of {', '.join(ORDERS)}")
         if self.channel not in CHANNELS:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
         if not 0 <= self.abstain_floor <= 1 or not self.abstain_line.strip():
             raise UserInputError("abstain floor must be in [0, 1] and the abstain line not empty")
-        if self.extractor not in ("rule", "model"):
-            raise UserInputError(f"bad extractor {self.extractor!r}: rule or model")
+        if self.extractor not in EXTRACTORS:
+            raise UserInputError(f"bad extractor {self.extractor!r}: one of {', '.join(EXTRACTORS)}")
         check_names(self.device, self.dtype)  # a CUDA device that is not there: ModelError at load

@@ -24,10 +24,12 @@ from grm.errors import UserInputError
 from grm.grafts import Graft, Routed
 from grm.kv import cache_from_kv, kv_from_cache
 from grm.kv.forward import prefill
-from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory
-from grm.policy.model_extract import ModelUpdateExtractor
+from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory, RuleExtractor
+from grm.policy.memory import AlignedReader, about_the_user
+from grm.policy.model_extract import ModelUpdateReader
 from grm.policy.stale import stale_text, stale_values
 from grm.route import LexicalConfig, search
+from grm.route.lexical import identifiers
 from grm.runtime.lead import spoken_back
 from grm.store.kinds import GRAFT
 
@@ -57,6 +59,17 @@ def fact_text(statement: str, subject: str = "", predicate: str = "") -> str:
     return FACT_TEMPLATE.format(statement=statement, back=spoken_back(statement), question=question)
 
 
+SMALL_TALK_WORDS = 3  # a message of at most this many words, naming no one and nothing, is small talk
+
+
+def small_talk(text: str) -> bool:
+    """Whether a served message carries no memory worth its K/V: a few words ("Say hi.", "Thanks,
+    that helps."), no number or name (grm/route/lexical identifiers), nothing about the user."""
+    said = text.split()
+    return (len(said) <= SMALL_TALK_WORDS and not identifiers(text)
+            and not any(about_the_user(w.strip(".,!?;:\"'")) for w in said))
+
+
 def evidence_id(session: str, turn: int) -> str:
     return f"{session}#{turn}"
 
@@ -67,8 +80,11 @@ class PolicyGlue:
         for the tenant (grm/policy/memory.py). A chat moves it to its session (`begin`)."""
         self.ctx, self.store = ctx, store
         self.session: str | None = None
-        extractor = ModelUpdateExtractor(self.complete) if ctx.config.extractor == "model" else None
-        self.policy = PolicyMemory(store, PolicyConfig(tenant=ctx.config.tenant), extractor=extractor,
+        choice = ctx.config.extractor  # who reads plain-words updates: the rules, the model, or both in turn
+        model = ModelUpdateReader(self.complete, rank=self.nearest_facts)
+        readers = {"rule": [AlignedReader()], "model": [model], "both": [AlignedReader(), model]}[choice]
+        self.policy = PolicyMemory(store, PolicyConfig(tenant=ctx.config.tenant),
+                                   extractor=RuleExtractor(updates=choice != "model"), readers=readers,
                                    grafter=self.fact_graft, culler=self.cull)
         self.fold_results: list[FoldResult] = []
 
@@ -80,16 +96,35 @@ class PolicyGlue:
 
     # ----- facts -------------------------------------------------------------------------------
     def complete(self, prompt: str, max_new: int = 24) -> str:
-        """The model's greedy continuation of `prompt`, memory off (the model-backed extractor's)."""
+        """The model's greedy answer to `prompt` (through its chat template, as the user's message,
+        where it has one), memory off: the model-backed update reader's question."""
         from grm.runtime.answer import Generation, answer, plan_cold
 
         t0 = time.perf_counter()
+        template = self.ctx.lm.tokenizer.template
+        prompt = template.user_turn(prompt) if template is not None else prompt
         return answer(self.ctx, plan_cold(self.ctx, prompt, max_new), Generation(max_new), t0).answer
 
+    def nearest_facts(self, text: str, facts: list[Fact]) -> list[Fact]:
+        """`facts` nearest to `text` first, by their grafts' dense scores (the model's own keys);
+        a fact without a routable graft last, the most recent first among equals."""
+        scores = self.ctx.grafts.similarity(text)
+
+        def score(f: Fact) -> float:
+            got = scores.get(f.graft) if f.graft else None
+            return float("-inf") if got is None else got
+
+        return sorted(reversed(facts), key=score, reverse=True)
+
     def read_alone(self, text: str, kind: str, salt: str, extra: dict) -> Graft:
+        """`text` read alone after the sinks and stored as a graft; the stored one, not read again,
+        when the same text of the same kind was stored with the same salt."""
         ctx = self.ctx
         sinks = ctx.exact.sinks()
         ids = ctx.lm.tokenizer.encode(text)
+        known = ctx.grafts.find(kind, sinks.tokens, text, ids, salt)
+        if known is not None:
+            return known
         cache = cache_from_kv(sinks)
         prefill(ctx.lm.model, cache, ids, sinks.tokens)
         kv = kv_from_cache(cache, sinks.tokens)

@@ -23,12 +23,14 @@ from tqdm import tqdm
 from grm.archive.tier import ArchiveTier
 from grm.dialects import Dialect, SelfTestResult, dialect_for, self_test
 from grm.dialects.selftest import PROBE_TEXT
-from grm.errors import UserInputError
+from grm.errors import UserInputError, redact
 from grm.exact import ExactConfig, ExactMemory, IngestResult
+from grm.exact.tier import HostTier
 from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig, reread
 from grm.grafts.floor import declarative, terms
 from grm.grafts.reread import Costs
 from grm.kv.forward import prefill
+from grm.kv.place import HostBuffers
 from grm.models import LoadedModel, load_model
 from grm.route import Channels
 from grm.runtime import answer as pipeline
@@ -51,12 +53,20 @@ __all__ = ["Runtime", "question_text"]
 
 class Runtime:
     def __init__(self, config: RuntimeConfig, lm: LoadedModel, dialect: Dialect, selftest: SelfTestResult,
-                 store: StoreBackend, owns_store: bool = True, uses: UseLog | None = None) -> None:
+                 store: StoreBackend, owns_store: bool = True, uses: UseLog | None = None,
+                 tier: HostTier | None = None, buffers: HostBuffers | None = None) -> None:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self._owns_store = owns_store
         # mounts counted for the tiering policy (grm/store/tiering.py), one log per process's store
         self.uses = uses if uses is not None else UseLog()
-        self.exact = ExactMemory(store, lm, dialect, config.tenant, ExactConfig(block_tokens=config.block_tokens))
+        # verified exact blocks kept in host RAM, one budget for every tenant's view (grm/exact/tier.py)
+        if tier is None and owns_store and config.host_budget > 0:
+            tier = HostTier(config.host_budget)
+        self.tier = tier
+        self.buffers = buffers if buffers is not None else HostBuffers()  # host memory loads reuse
+        self.exact = ExactMemory(store, lm, dialect, config.tenant,
+                                 ExactConfig(block_tokens=config.block_tokens, read_workers=config.threads),
+                                 tier=tier, buffers=self.buffers)
         self.sections = SectionMemory(self.exact, SectionConfig(section_tokens=config.section_tokens),
                                       lambda text: terms(declarative(text)))  # the abstain floor's counts
         self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
@@ -106,7 +116,8 @@ class Runtime:
         """This runtime's model and store, serving another tenant (validated like any tenant).
         Closing the view leaves the store open."""
         config = replace(self.config, tenant=tenant)
-        return Runtime(config, self.lm, self.dialect, self.selftest, self.store, owns_store=False, uses=self.uses)
+        return Runtime(config, self.lm, self.dialect, self.selftest, self.store, owns_store=False, uses=self.uses,
+                       tier=self.tier, buffers=self.buffers)
 
     def policy_glue(self) -> PolicyGlue:
         """The policy plane of this tenant: one per runtime, shared by `ask` and every chat."""
@@ -203,7 +214,7 @@ class Runtime:
             raise UserInputError("max_new_tokens must be >= 1")
         gen = Generation(max_new_tokens or self.config.max_new_tokens, tuple(stop), chat, on_token)
         with torch.no_grad():  # grad mode is per thread: a server's worker thread needs it too
-            ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall)
+            ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall, chat)
             answer = pipeline.answer(self.ctx, ready, gen, t0)
         if ready.routed:
             self.residency.end_turn()
@@ -212,17 +223,20 @@ class Runtime:
         return answer
 
     def _plan(self, text: str, mode: str, max_new: int, store_prompt: bool, memory: bool,
-              recall: str | None = None) -> Ready:
+              recall: str | None = None, chat: bool = False) -> Ready:
         ctx = self.ctx
+        prompt = pipeline.exact_prompt(ctx, text, chat) if mode in ("auto", "exact") or not memory else text
+        if prompt is None:  # a chat rendered with a system message of its own: not after the sinks
+            return pipeline.plan_unrooted(ctx, text, max_new)
         if not memory:
-            return pipeline.plan_cold(ctx, text, max_new)
+            return pipeline.plan_cold(ctx, prompt, max_new)
         if recall is not None and mode == "exact":
-            return pipeline.plan_recall(ctx, text, recall, max_new, store_prompt)
-        matched = self.exact.match(text) if mode in ("auto", "exact") else None
+            return pipeline.plan_recall(ctx, prompt, recall, max_new, store_prompt)
+        matched = self.exact.match(prompt) if mode in ("auto", "exact") else None
         if mode == "auto":
             mode = "exact" if matched[0] else "exact-section"
         if mode == "exact":
-            return pipeline.plan_exact(ctx, text, max_new, store_prompt, matched)
+            return pipeline.plan_exact(ctx, prompt, max_new, store_prompt, matched)
         self._require_memory()
         if mode == "none":
             return pipeline.plan_none(ctx, text, max_new, self.stored_text)
@@ -241,22 +255,32 @@ class Runtime:
         generate from nothing (the graft index counts the routable grafts: no row read per ask)."""
         tenant = self.config.tenant
         if not len(self.grafts.index()) and next(iter(self.store.records(tenant, DOCUMENT)), None) is None:
-            raise UserInputError(f"the store at {self.config.store} holds no documents or memories for tenant "
-                                 f"{tenant!r}: run `grm ingest PATH` first")
+            raise UserInputError(f"the store at {redact(str(self.config.store))} holds no documents or memories "
+                                 f"for tenant {tenant!r}: run `grm ingest PATH` first")
 
-    def remember_exchange(self, user: str, reply: str, session: str, turn: int = 1) -> str:
+    def remember_exchange(self, user: str, reply: str, session: str, turn: int = 1) -> str | None:
         """Store a served exchange as an evidence graft the way a chat turn is stored by default:
         the user's words only, read alone after the sinks (so it carries nothing of what was mounted
         when it was answered, and a reply that echoed memory wrongly never becomes memory; the reply
         is kept in the graft's metadata), and let the policy plane extract the facts the user
-        stated. Returns the graft id; `evidence_id(session, turn)` names it to the policy plane."""
+        stated. Returns the graft id; `evidence_id(session, turn)` names it to the policy plane.
+        What is not kept as evidence (None): small talk ("Say hi.": nothing stored), and a pasted
+        document, stored as a document (sections, routable and listed) whose only facts are what it
+        says of the user (PolicyMemory.pasted). The same words said again reuse their graft (the
+        facts they state are reinforced by the new evidence), never a second copy of the K/V."""
         from grm.runtime.chat import USER_WORDS
-        from grm.runtime.policy_glue import evidence_id
+        from grm.runtime.policy_glue import evidence_id, small_talk
 
         glue = self.policy_glue()
+        if small_talk(user):
+            return None
+        if glue.policy.pasted(user):
+            self.ingest_text(user, f"pasted in {session}", "sections")
+            glue.policy.observe(user, evidence_id=evidence_id(session, turn))
+            return None
         text = USER_WORDS.format(text=user.strip())
         with torch.no_grad():
-            g = glue.read_alone(text, "evidence", f"{session}:{turn}",
+            g = glue.read_alone(text, "evidence", "exchange",
                                 {"session": session, "turn": turn, "reply": reply.strip()})
         glue.policy.observe(user, evidence_id=evidence_id(session, turn))
         return g.id
@@ -297,7 +321,9 @@ class Runtime:
         st = self.store.stats()
         return {"model": self.lm.name, "identity": self.lm.identity, "tenant": self.config.tenant,
                 "dialect": {"family": self.dialect.family, "profile": self.dialect.profile,
-                            "selftest_max_rel_error": self.selftest.max_rel_error},
+                            "selftest_max_rel_error": self.selftest.max_rel_error,
+                            "selftest_floor": self.selftest.floor, "selftest_excess": self.selftest.excess},
                 "store": st, "exact": self.exact.stats(),
+                "host_tier": {"budget": self.tier.budget, **self.tier.stats(self.config.tenant)} if self.tier else None,
                 "grafts": {**self.residency.counters, "peak_device_bytes": self.residency.peak_device_bytes},
                 "archive": dict(self.archive.counters)}

@@ -56,8 +56,7 @@ class SectionMemory:
         sections = split_blocks(text, ex.lm.tokenizer, self.config.section_tokens)
         fps, computed = [], 0
         for i, sec in enumerate(sections):
-            ids = ex.lm.tokenizer.encode(sec.text)  # a section is read alone: its own reading
-            fp = fingerprint(ex.lm.identity, ex.tenant, ex.sink_fp, sec.text.encode(), ids)
+            ids, fp = self._key(sec.text)
             fps.append(fp)
             if not ex.stored(fp):
                 cache = cache_from_kv(sinks)
@@ -72,6 +71,17 @@ class SectionMemory:
         if document:
             ex.put_document(text, name, "sections", fps)
         return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections), keys=fps)
+
+    def keys(self, text: str) -> list[str]:
+        """The block keys of `text`'s sections (stored or not), as `ingest` names them."""
+        sections = split_blocks(text, self.exact.lm.tokenizer, self.config.section_tokens)
+        return [self._key(sec.text)[1] for sec in sections]
+
+    def _key(self, section: str) -> tuple[list[int], str]:
+        """(token ids, block key) of a section: read alone, so its own reading after the sinks."""
+        ex = self.exact
+        ids = ex.lm.tokenizer.encode(section)
+        return ids, fingerprint(ex.lm.identity, ex.tenant, ex.sink_fp, section.encode(), ids)
 
     def select(self, question: str, k: int = 1, channel: str | None = None) -> list[Hit]:
         """The k sections that best match `question` (CPU only, no generation), best first, each

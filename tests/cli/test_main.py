@@ -54,3 +54,11 @@ def test_a_store_path_that_is_not_utf8_still_works(tmp_path):
     proc = subprocess_grm("memory", "remember permanently: the boat is Marigold", "--store", store, text=True)
     assert proc.returncode == 0, proc.stderr
     assert os.path.isdir(store)
+
+
+def test_a_store_password_is_masked_in_the_error_line(grm):
+    """Issue 31: an unreachable Redis store named with a password prints `redis://:***@...`."""
+    from tests.conftest import free_port
+
+    code, out, err = grm("stats", "--store", f"redis://:S3cretPW@127.0.0.1:{free_port()}/ns")
+    assert code == 2 and "S3cretPW" not in err and "redis://:***@127.0.0.1" in err, err

@@ -109,3 +109,34 @@ def test_memory_reading_commands_work_beside_a_live_writer(grm, tmp_path):
         assert "locker code is 1234" in out
         code, _, err = grm("memory", "--store", store, "--tenant", "alice", "remember permanently: x is 2")
         assert code == 2 and "in use" in one_error_line(err)  # a write waits for the writer
+
+
+FAKE = "\u001b[2J\u001b[31mfake: all records damaged\u009b0m\u202e"
+
+
+def test_names_from_the_store_reach_the_terminal_without_control_characters(grm, tmp_path):
+    """Issue 31: a document named to clear the screen and print a fake report is shown escaped by
+    `grm stats` (table and JSON) and `grm memory list`; the JSON still reads back the name."""
+    store = tmp_path / "s"
+    doc = tmp_path / f"{FAKE}.txt"
+    doc.write_text("The harbor opened in 1911. " * 8)
+    assert grm("ingest", "--store", store, "--model", TINY, doc)[0] == 0
+    assert grm("memory", "--store", store, f"remember permanently: my code is {FAKE}")[0] == 0
+    for argv in (["stats"], ["stats", "--json"], ["memory", "list"], ["memory", "list", "--json"]):
+        code, out, err = grm(*argv, "--store", store)
+        assert code == 0, err
+        for raw in ("\u001b", "\u009b", "\u202e"):
+            assert raw not in out and raw not in err, (argv, raw)
+        if "--json" in argv:
+            assert any(FAKE in s for s in _strings(json.loads(out))), argv
+        else:
+            assert "\\x1b[31m" in out, argv
+
+
+def _strings(value) -> list[str]:
+    """Every key and string inside a JSON value."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (k, *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []

@@ -38,7 +38,7 @@ def _ingest_and_ask(model: str, tmp_path: Path) -> None:
     (tmp_path / doc_name).write_text(doc, encoding="utf-8")
     prompt = doc + question_text(question)
     with Runtime.open(store=tmp_path / "store", model=model, threads=2, block_tokens=64, cache_dir=CACHE,
-                      device="cpu") as rt:
+                      device="cpu", dtype="float32") as rt:  # the fp32 regime: its self-test bound
         assert rt.selftest.max_rel_error <= 1e-4
         rt.ingest([tmp_path / doc_name], progress=False)
         answer = rt.ask(prompt, mode="exact", max_new_tokens=8)
@@ -61,8 +61,8 @@ def test_a_packaged_gguf_loads_by_path_and_answers(name, tmp_path):
 
 
 def test_an_hf_folder_loads_by_path_and_answers(tmp_path):
-    by_name = load_model("smollm2-135m", CACHE)
+    by_name = load_model("smollm2-135m", CACHE, dtype="float32")  # the folder `auto` would not pick on a bf16 CPU
     folder = CACHE / "models" / "smollm2-135m"
-    by_path = load_model(str(folder), CACHE)
+    by_path = load_model(str(folder), CACHE, dtype="float32")
     assert by_path.identity == by_name.identity
     _ingest_and_ask(str(folder), tmp_path)

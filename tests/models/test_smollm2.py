@@ -72,7 +72,7 @@ def test_exact_memory_on_smollm2(tmp_path):
     (tmp_path / doc_name).write_text(doc, encoding="utf-8")
     prompt = doc + question_text(question)
     with Runtime.open(store=tmp_path / "s", model="smollm2-135m", threads=2, block_tokens=64,
-                      cache_dir=CACHE) as rt:
+                      cache_dir=CACHE, dtype="float32") as rt:  # the fp32 regime: its self-test bound
         assert rt.selftest.max_rel_error <= 1e-4
         rt.ingest([tmp_path / doc_name], progress=False)
         tok = rt.lm.tokenizer

@@ -220,3 +220,22 @@ def test_set_durability_on_a_store_without_the_ability_is_refused_not_a_crash(re
     with RedisStore.open(RedisConfig(redis_url, namespace="policy-durability")) as store:
         res = run(PolicyMemory(store), "set durability: full")
         assert not res.ok and not res.changed and "server" in res.text
+
+
+def test_set_durability_is_refused_where_store_settings_are_the_operators(mem):
+    """A memory of the server's (store_settings=False) answers the refusal; the store keeps its mode."""
+    mem.configure(store_settings=False)
+    before = mem.store.durability
+    res = run(mem, "set durability: volatile")
+    assert not res.ok and not res.changed and "operator setting" in res.text
+    assert mem.store.durability == before
+
+
+def test_a_correction_about_another_subject_is_refused(mem):
+    """Issue 31: `correct` replaced "My favourite editor is Vim" with "My cat is called Tofu"."""
+    fid = run(mem, "remember: My favourite editor is Vim").facts[0]
+    before = snapshot(mem.store)
+    res = run(mem, f"correct memory: {fid} => My cat is called Tofu")
+    assert not res.ok and not res.changed and "is about" in res.text and "remember:" in res.text
+    assert snapshot(mem.store) == before and mem.fact(fid).state == "active"
+    assert run(mem, f"correct memory: {fid} => my favourite editors are Emacs and Vim").changed  # same subject

@@ -27,6 +27,7 @@ from grm.errors import UserInputError
 from grm.exact import split_blocks
 from grm.kv import new_cache
 from grm.kv.forward import prefill
+from grm.store.kinds import DOCUMENT
 from grm.runtime.answer import prompt_blocks
 from tests.conftest import lorem
 
@@ -185,6 +186,38 @@ def test_a_remembered_exchange_is_an_evidence_graft_later_requests_route_to(make
     assert routed and all("drawer number 6" in r.graft.text for r in routed)  # the turn or its fact
     facts = rt.policy_glue().policy.facts()
     assert any(e.id == "req-1#1" for f in facts for e in f.evidence)  # the user's words became a fact
+
+
+PASTED = ("Heaps are binary trees for which every parent node has a value less than or equal to any of its "
+          "children. The speed is almost constant. This implementation uses arrays for which heap[k] <= heap[2*k+1] "
+          "and heap[k] <= heap[2*k+2] for all k, counting elements from zero.\n\n") * 8
+
+
+def test_a_pasted_document_is_a_document_not_user_facts(make_runtime):
+    """Issue 31: a document pasted into a served chat became a permanent user fact ("The speed is
+    almost constant"). It is stored as a document (sections, routable); only what the message says
+    of the user ("my ...") becomes a fact; no evidence graft holds it."""
+    rt = make_runtime()
+    assert rt.remember_exchange("My bank is Chase.\n" + PASTED, "Noted.", "req-1") is None
+    facts = [f.statement for f in rt.policy_glue().policy.facts()]
+    assert facts == ["My bank is Chase"], facts
+    docs = [r.meta.get("name") for r in rt.store.records(rt.config.tenant, DOCUMENT)]
+    assert docs == ["pasted in req-1"]
+    assert rt.grafts.grafts(kind="evidence") == [] and rt.grafts.grafts(kind="document")
+
+
+def test_small_talk_stores_nothing_and_the_same_words_reuse_their_graft(make_runtime):
+    """Issue 31: three identical "Say hi." requests stored three evidence grafts. Small talk stores
+    none; a statement said three times is one graft, its fact reinforced three times."""
+    rt = make_runtime()
+    for i in range(3):
+        assert rt.remember_exchange("Say hi.", "Hi!", f"req-{i}") is None
+        assert rt.remember_exchange("Thanks, that helps.", "Glad to.", f"req-t{i}") is None
+    assert rt.grafts.grafts(kind="evidence") == []
+    ids = {rt.remember_exchange("My locker code is 4471.", "Noted.", f"req-{i}") for i in range(3)}
+    assert len(ids) == 1 and [g.id for g in rt.grafts.grafts(kind="evidence")] == list(ids)
+    [fact] = rt.policy_glue().policy.facts()
+    assert fact.count == 3 and {e.id for e in fact.evidence} == {"req-0#1", "req-1#1", "req-2#1"}
 
 
 def test_an_answer_is_never_empty_while_the_model_has_a_word(make_runtime):

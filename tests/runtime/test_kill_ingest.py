@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from grm.cli import main as grm_main
 from grm.kv import KV
@@ -153,6 +154,13 @@ def payload_files(store: Path) -> int:
     return sum(1 for _, _, names in os.walk(folder) for n in names if not is_tmp(n))
 
 
+def raw_bytes(tensor) -> bytes:
+    """A tensor's bytes whatever its dtype (numpy has no bfloat16: view it as 16-bit integers)."""
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.view(torch.int16)
+    return tensor.contiguous().numpy().tobytes()
+
+
 def blocks(setup: Setup) -> dict[str, tuple[dict, bytes, bytes]]:
     """Block key -> (bound metadata, K bytes, V bytes) of its verified (decrypted) payload. Decoded,
     not the payload file's bytes: safetensors writes the metadata in a per-process order."""
@@ -163,7 +171,7 @@ def blocks(setup: Setup) -> dict[str, tuple[dict, bytes, bytes]]:
             data = store.read_payload(rec)
             assert data is not None, f"block {rec.key} failed verification"
             kv, meta = KV.from_bytes(data)
-            out[rec.key] = (meta, kv.keys.numpy().tobytes(), kv.values.numpy().tobytes())
+            out[rec.key] = (meta, raw_bytes(kv.keys), raw_bytes(kv.values))
     return out
 
 

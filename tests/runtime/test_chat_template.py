@@ -1,0 +1,80 @@
+"""A model asked through its chat template (tiny-random-llama-chat: ChatML pieces, byte tokens).
+
+1. The sinks are the template's head: documents, sections and chat turns are stored as user
+   content after the default system message and the user turn's opening.
+2. A question over memory ends the user's message and the generation prompt follows it; the
+   answer's lead (if any) begins the assistant's reply.
+3. Exact mode: a plain prompt is the user's message; a prompt already rendered with the template
+   (the server's chats) is read after the sinks without its head, stored, and a repeat is served
+   from memory with the same answer as the cold read; one with a system message of its own is read
+   whole without memory, and says so.
+4. A chat turn is read as the user's message and the generation prompt.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grm.models.tokenizer import CHATML
+from tests.conftest import lorem
+
+DOC = lorem(6, seed=3)
+
+
+@pytest.fixture()
+def rt(make_runtime, tmp_path):
+    rt = make_runtime(model="tiny-random-llama-chat", block_tokens=64, abstain_floor=0)  # random weights: no floor
+    (tmp_path / "doc.txt").write_text(DOC)
+    rt.ingest([tmp_path / "doc.txt"], progress=False)
+    return rt
+
+
+def _read(rt, ready) -> str:
+    return "".join(rt.lm.tokenizer.decode(ids) for ids in ready.read)
+
+
+def test_the_sinks_are_the_templates_head(rt):
+    tok = rt.lm.tokenizer
+    assert tok.template == CHATML
+    assert tok.decode(list(tok.sink_ids)) == CHATML.head  # BOS tokens decode to nothing
+    assert rt.exact.sinks().tokens == len(tok.sink_ids)
+
+
+@pytest.mark.parametrize("mode", ["exact-section", "grafts", "none"])
+def test_a_question_over_memory_ends_the_users_message(rt, mode):
+    ready = rt._plan("What is the station near the harbor?", mode, 4, False, True)
+    assert not ready.abstained
+    assert _read(rt, ready).endswith("\n\nWhat is the station near the harbor?" + CHATML.user_end + (ready.lead or ""))
+
+
+def test_a_plain_prompt_in_exact_mode_is_the_users_message(rt):
+    ready = rt._plan(DOC + "\n\nWhat is the first word?", "exact", 4, False, True)
+    assert ready.mode == "exact" and ready.prefix.blocks  # the document's blocks, after the head
+    assert _read(rt, ready).endswith("What is the first word?" + CHATML.user_end)
+
+
+def test_a_rendered_chat_is_read_after_the_head_and_served_again_from_memory(rt):
+    rendered = CHATML.head + CHATML.user_turn("Say something about the harbor.")
+    cold = rt.ask(rendered, mode="exact", chat=True, memory=False, max_new_tokens=6)
+    first = rt.ask(rendered, mode="exact", chat=True, store_prompt=True, max_new_tokens=6)
+    again = rt.ask(rendered, mode="exact", chat=True, store_prompt=True, max_new_tokens=6)
+    assert first.prompt_tokens == again.prompt_tokens == cold.prompt_tokens
+    assert first.tokens_from_memory == len(rt.lm.tokenizer.sink_ids)  # the head, nothing else yet
+    assert again.tokens_from_memory == again.prompt_tokens - 1  # all but the last token re-read
+    assert first.answer == again.answer == cold.answer
+
+
+def test_a_chat_with_its_own_system_message_is_read_without_memory(rt):
+    rendered = CHATML.start + "Be brief." + CHATML.system_end + CHATML.user_turn("hi")
+    ans = rt.ask(rendered, mode="exact", chat=True, store_prompt=True, max_new_tokens=3)
+    assert ans.tokens_from_memory == 0 and "system message of its own" in ans.fallback
+    assert ans.prompt_tokens == len(rt.lm.tokenizer.encode(rendered))
+
+
+def test_a_chat_turn_is_the_users_message(rt):
+    from grm.runtime.chat import turn_read
+
+    assert turn_read("Hello there", template=CHATML) == ("Hello there" + CHATML.user_end, None)
+    session = rt.chat(clear_context=True)
+    reply = session.send("My locker code is 3318.")
+    assert reply.harvested and reply.tokens_from_memory >= len(rt.lm.tokenizer.sink_ids)
