@@ -55,6 +55,7 @@ def greedy(
     sent = 0  # characters of the answer already given to on_token
     cancelled = False
     ends = stops + (("\n\n",) if blank_line_ends else ())
+    detok = Detokenizer(tok)
 
     def report(text: str) -> str:
         return finish_text(text, stops) if blank_line_ends else _cut(text, stops)
@@ -68,7 +69,7 @@ def greedy(
         if token in tok.eos_ids:
             break
         ids.append(token)
-        text = tok.decode(ids).lstrip()
+        text = detok.push(token).lstrip()
         done = any(stop in text for stop in ends)  # a blank line after some text ends it
         if on_token is not None:
             shown = report(text) if done else text
@@ -88,6 +89,37 @@ def greedy(
     if on_token is not None and not cancelled and len(final) > sent:
         on_token(final[sent:])
     return final, ids, ttft
+
+
+class Detokenizer:
+    """The text of a growing list of token ids, each token decoded once, not the whole answer per
+    token (quadratic in its length). New text is the decoding of a short window that starts
+    CONTEXT tokens before the undecoded ones (so a word's leading space comes out as the whole
+    decoding gives it) minus the window's text without them; text that ends inside a character
+    (U+FFFD) stays pending until the character is whole. Where a later token changes earlier text
+    (a tokenizer's clean-up of spaces), it decodes everything once and goes on from there."""
+
+    CONTEXT = 4
+
+    def __init__(self, tok: Tokenizer) -> None:
+        self.tok, self.ids = tok, []
+        self.done, self.pending = "", ""
+        self.read = 0  # ids before `read` are in `done`
+
+    def push(self, token: int) -> str:
+        self.ids.append(token)
+        start = max(0, self.read - self.CONTEXT)
+        before = self.tok.decode(self.ids[start:self.read])
+        window = self.tok.decode(self.ids[start:])
+        if not window.startswith(before):  # earlier text changed: resynchronize once
+            self.done, self.pending, self.read = self.tok.decode(self.ids), "", len(self.ids)
+            return self.done
+        new = window[len(before):]
+        if new.endswith("\ufffd"):
+            self.pending = new
+        else:
+            self.done, self.pending, self.read = self.done + new, "", len(self.ids)
+        return self.done + self.pending
 
 
 def _best_but_end(logits: torch.Tensor, eos_ids) -> int:
