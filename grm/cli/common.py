@@ -181,7 +181,7 @@ def threads(args: argparse.Namespace) -> int | None:
 
 def store_root(args: argparse.Namespace) -> Path | str:
     """--store as a location: a folder (default $GRM_HOME, else ~/.grm) or a redis:// URL."""
-    from grm.runtime.config import store_location
+    from grm.runtime.locations import store_location
 
     return store_location(args.store or None)
 
