@@ -338,6 +338,27 @@ class Engine:
             self.after_write(tenant)
         return GenResult(ans.answer, finish, ans.prompt_tokens, n_out, ans.tokens_from_memory, ext, command)
 
+    def ask(self, tenant: str, question: str, mode: str, max_new_tokens: int | None) -> Job:
+        """Queue `grm ask`'s call (grm/serve/ask_api.py): Runtime.ask(question, mode, max_new_tokens)
+        for `tenant`; the job's result is Answer.to_json(). Cancelled at the next token."""
+        holder: dict[str, Job] = {}
+        req = GenRequest(question, max_new_tokens or self.rt.config.max_new_tokens, endpoint="ask", mode=mode)
+
+        def fn() -> dict:
+            ans = self.view(tenant).ask(question, mode=mode, max_new_tokens=max_new_tokens,
+                                        on_token=lambda _d: not holder["job"].cancelled.is_set())
+            rid = "req-" + secrets.token_hex(6)
+            n_out = getattr(ans, "completion_tokens", 0)
+            self._record(tenant, req, rid, ans, "cancelled" if holder["job"].cancelled.is_set() else ans.finish_reason,
+                         n_out)
+            if self.metrics is not None:
+                self.metrics.observe_answer(tenant, "ask", ans, True)
+            self.after_write(tenant)  # the runtime counted its mounts (the tiering policy's heat)
+            return ans.to_json()
+
+        holder["job"] = job = self.submit(tenant, "ask", fn)
+        return job
+
     def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Any:
         """The runtime call. Exact mode (every chat, and completions by default): the prompt as given
         after the sinks, the stored blocks it starts with loaded, its new blocks stored after
