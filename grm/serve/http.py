@@ -51,6 +51,11 @@ class AuthMiddleware:
                                "not starting with '_'", "invalid_request_error", "invalid_tenant")
                 await err.response()(scope, receive, send)
                 return
+        elif TENANT_HEADER.lower() in headers:  # never served as another tenant than the one it names
+            err = ApiError(401, f"{TENANT_HEADER} needs the store owner's local credential", "authentication_error",
+                           "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            await err.response()(scope, receive, send)
+            return
         else:
             tenant = self.no_auth_tenant
         if tenant is None:
