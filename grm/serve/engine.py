@@ -4,8 +4,8 @@ which runs on this worker) are the only modules of grm/serve that call the runti
 Lifecycle (who calls what, when):
 1. `Engine.open(runtime_config, serve_config)` loads the model and opens the store (one Runtime);
    `start()` starts the worker thread. `ready` is True from then on (GET /readyz).
-2. Request handlers (asyncio, grm/serve/openai_api.py, memory_api.py, ui.py) call `complete(...)`,
-   `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
+2. Request handlers (asyncio, grm/serve/openai_api.py, memory_api.py, ask_api.py, ui.py) call
+   `complete(...)`, `ask(...)`, `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
    Retry-After for a key with `queue` jobs waiting, or over its byte quota (`tenant_bytes`) for a
    write; 503 when the server holds `queue_total`, or while draining. `await job.wait(timeout)`
    gets the result. Exactly one job runs at a time, on the worker thread, in the fair order of
