@@ -8,6 +8,7 @@ Who catches what:
   is damaged): a damaged *payload* is never an error, it is a miss and is recomputed.
 - `StorePoisoned` is raised by every write after an fsync (or other durability) failure, until
   the store is reopened (PostgreSQL's lesson: after a failed fsync the page cache can lie).
+- `StoreLocked` (a StoreError) says another process holds a local store's writer lock.
 - `StoreBusy` (a StoreError) says another process holds what a write needs, and for how long.
 What any of them says may reach a log or a terminal: `redact` masks URL passwords, and
 `redact_logs` puts that on the log handlers of a long-lived face (the CLI, the server).
@@ -50,6 +51,15 @@ class CorruptionError(StoreError):
         self.detail = detail
         msg = f"corruption in {path} at offset {offset}: expected {expected!r}, got {got!r}"
         super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+class StoreLocked(StoreError):
+    """Another process holds the store's one-writer lock; `pid` names it ("unknown" when its LOCK
+    hint is unreadable). The CLI names a `grm serve` holding it (grm/cli/remote.py)."""
+
+    def __init__(self, message: str, root: str, pid: str) -> None:
+        super().__init__(message)
+        self.root, self.pid = root, pid
 
 
 class StorePoisoned(StoreError):

@@ -21,7 +21,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "no memory (the last tokens of the stored text that fit the window). rag-text: the "
                        "selected section re-read as text. auto (default): exact when the prompt starts with a "
                        "stored block, else exact-section. The store must exist; every mode but exact needs "
-                       "something stored for the tenant.")
+                       "something stored for the tenant. If a `grm serve` holds the store, the question is sent "
+                       "to it (no model loaded here; a line on stderr names it) with --mode and --max-new-tokens; "
+                       "a flag it cannot honour (another --model, or a mount setting it was not started with) "
+                       "is an error naming it.")
     p.add_argument("question", nargs="?", metavar="QUESTION", help="the question (or the whole prompt in exact mode)")
     p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-' = stdin) instead")
     p.add_argument("--mode", default="auto", choices=Choices("grm.runtime.config", "ASK_MODES"), metavar="MODE",
@@ -48,15 +51,29 @@ def read_prompt(args: argparse.Namespace) -> str:
     raise UserInputError("give a QUESTION or --prompt-file FILE")
 
 
+def server_settings(args: argparse.Namespace) -> dict[str, tuple[str, object]]:
+    """The RuntimeConfig fields this ask sets, with their flags: a running server must run with
+    the same values (grm/cli/remote.py)."""
+    return {"block_tokens": ("--block-tokens", args.block_tokens), "graft_k": ("--grafts", args.grafts),
+            **{name: (f"--{name}", value) for name, value in mount_options(args).items()}}
+
+
 def run(args: argparse.Namespace) -> int:
+    from grm.cli.remote import find
+
     text = read_prompt(args)
-    with open_runtime(args, create=False, block_tokens=args.block_tokens, graft_k=args.grafts,
-                      **mount_options(args)) as rt:
-        answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens)
-    if args.json:
-        say(json_text(answer.to_json()))
+    server = find(args, server_settings(args))
+    if server is not None:
+        answer = server.ask(text, args.mode, args.max_new_tokens)
+        server.announce()
     else:
-        say(answer.answer)
-        say(f"[{answer.mode}: {answer.tokens_from_memory}/{answer.prompt_tokens} tokens from memory, "
-            f"ttft {answer.ttft_s:.3f}s, total {answer.total_s:.3f}s]", file=sys.stderr)
+        with open_runtime(args, create=False, block_tokens=args.block_tokens, graft_k=args.grafts,
+                          **mount_options(args)) as rt:
+            answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens).to_json()
+    if args.json:
+        say(json_text(answer))
+    else:
+        say(answer["answer"])
+        say(f"[{answer['mode']}: {answer['tokens_from_memory']}/{answer['prompt_tokens']} tokens from memory, "
+            f"ttft {answer['ttft_s']:.3f}s, total {answer['total_s']:.3f}s]", file=sys.stderr)
     return 0

@@ -9,6 +9,7 @@ checks a value or prints a subcommand's help.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -181,7 +182,7 @@ def threads(args: argparse.Namespace) -> int | None:
 
 def store_root(args: argparse.Namespace) -> Path | str:
     """--store as a location: a folder (default $GRM_HOME, else ~/.grm) or a redis:// URL."""
-    from grm.runtime.config import store_location
+    from grm.runtime.locations import store_location
 
     return store_location(args.store or None)
 
@@ -225,7 +226,11 @@ def open_store(args: argparse.Namespace, *, create: bool = False, read_only: boo
     config = store_config(args, read_only=read_only and not create)
     if not create:
         require_store(config.root)
-    return Store.open(config)
+    if config.read_only:
+        return Store.open(config)  # a reader takes no lock
+    check_unlocked(config.root)
+    with named_holder():
+        return Store.open(config)
 
 
 def runtime_config(args: argparse.Namespace, **fields: object) -> RuntimeConfig:
@@ -249,9 +254,41 @@ def open_runtime(args: argparse.Namespace, *, create: bool = True, **fields: obj
     config = runtime_config(args, **fields)
     if not create:
         require_store(config.store)
+    check_unlocked(config.store)  # before the model loads: a held store fails at once
     from grm.runtime import Runtime
 
-    return Runtime.open(config)
+    with named_holder():
+        return Runtime.open(config)
+
+
+def check_unlocked(root: Path | str) -> None:
+    """StoreLocked, naming the holder (a `grm serve` by its address), if another process holds
+    the writer lock of the local store at `root`."""
+    from grm.store.opener import is_redis
+
+    if is_redis(root):
+        return
+    from grm.cli.remote import locked
+    from grm.store.fs import LocalFS
+    from grm.store.layout import Layout
+    from grm.store.root import lock_holder
+
+    pid = lock_holder(LocalFS(), Layout(str(root)))
+    if pid is not None:
+        raise locked(root, pid)
+
+
+@contextlib.contextmanager
+def named_holder() -> Iterator[None]:
+    """A lock error raised inside (the store taken between the check and the open) names the holder."""
+    from grm.errors import StoreLocked
+
+    try:
+        yield
+    except StoreLocked as e:
+        from grm.cli.remote import locked
+
+        raise locked(Path(e.root), e.pid) from None
 
 
 # --------------------------------------------------------------------------------------- printing

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from grm.cli.common import Choices, byte_count, emit, open_runtime, show_progress
+from grm.cli.terminal import say
 from grm.cli.tier import add_budget_flag, after_write
+from grm.errors import UserInputError
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -13,7 +16,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        description="Read files or folders (recursive, UTF-8 text) once and store each document "
                        "byte-exact with its K/V blocks. Idempotent and resumable. Empty, binary, non-UTF-8, "
                        "oversized and special files (FIFOs, devices, sockets), and files whose name is not "
-                       "UTF-8, are skipped with a warning.")
+                       "UTF-8, are skipped with a warning. If a `grm serve` holds the store, the documents are "
+                       "sent to it as ingest jobs (no model loaded here; a line on stderr names it); a flag it "
+                       "cannot honour (another --model, --block-tokens or --section-tokens) is an error naming it.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
     p.add_argument("--layout", default=None, choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
                    help="%(choices)s; chain: blocks read front to back (prefix reuse); sections: each section "
@@ -30,9 +35,15 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from grm.cli.remote import find
     from grm.runtime.files import collect
 
     docs = collect(args.paths, **({} if args.max_file_size is None else {"max_bytes": args.max_file_size}))
+    server = find(args, {"block_tokens": ("--block-tokens", args.block_tokens),
+                         "section_tokens": ("--section-tokens", args.section_tokens),
+                         "store_budget": ("--store-budget", args.store_budget)})
+    if server is not None:
+        return through(server, docs, args)
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
         layout = {} if args.layout is None else {"layout": args.layout}
         before = stored_bytes(rt.store, args.tenant)
@@ -47,6 +58,35 @@ def run(args: argparse.Namespace) -> int:
         out["tiering"] = tiering if args.json else {k: tiering[k] for k in (
             "budget", "before_bytes", "after_bytes", "demote", "evict", "drop")}
     emit(out, args.json)
+    return 0
+
+
+def through(server, docs: list, args: argparse.Namespace) -> int:
+    """The documents sent to a running `grm serve` (grm/cli/remote.py), one ingest job each, in
+    order; the same report as a local ingest (tiering is the server's, queued after its writes)."""
+    if not docs:
+        raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
+    from tqdm import tqdm
+
+    results = []
+    with tqdm(desc="ingest", unit="block", leave=False, disable=not show_progress(args)) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        for doc in docs:
+            res = server.ingest(doc.name, doc.text, args.layout or "both", progress)
+            if res.get("truncated_bytes"):
+                say(f"grm: {doc.name}: {res['truncated_bytes']} bytes past the model's window were not stored as "
+                    "chain blocks", file=sys.stderr)
+            results.append(res)
+    tokens = sum(r["tokens"] for r in results)
+    added = sum(r["stored_bytes"] for r in results)
+    server.announce()
+    emit({"documents": len(results), "blocks": sum(r["blocks"] for r in results),
+          "computed": sum(r["computed"] for r in results), "tokens": tokens, "stored_bytes": added,
+          "bytes_per_token": round(added / tokens) if tokens else 0}, args.json)
     return 0
 
 

@@ -12,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from grm.cli.common import add_mount_flags, byte_count, mount_options, positive_int, runtime_config
+from grm.cli.common import (add_mount_flags, byte_count, check_unlocked, mount_options, named_holder, positive_int,
+                            runtime_config)
 from grm.cli.tier import add_budget_flag
 
 DEFAULT_HOST_BUDGET = 1 << 30  # the server's host tier (RuntimeConfig.host_budget; one-shot commands keep none)
@@ -23,7 +24,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        description="Serve /v1/chat/completions, /v1/completions and /v1/models (the OpenAI API), "
                        "memory REST (/v1/memories, /v1/review, /v1/documents), /metrics (Prometheus), /healthz, "
                        "/readyz and a web memory inspector at /ui. API keys map to tenants (--keys FILE; make "
-                       "one with --add-key TENANT). SIGTERM finishes in-flight requests, then exits.")
+                       "one with --add-key TENANT). SIGTERM finishes in-flight requests, then exits. On a local "
+                       "store it keeps an endpoint file (SERVE.json, mode 0600, with a local token) while it runs: "
+                       "`grm ask` and `grm ingest` on the same store are sent to it instead of loading the model.")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8420, help="TCP port (default 8420)")
     p.add_argument("--keys", metavar="FILE", help="API keys file: one 'TENANT sha256:HEX' a line")
@@ -75,4 +78,7 @@ def run(args: argparse.Namespace) -> int:
                          timeout_s=args.timeout, max_tokens=args.max_tokens, store_budget=args.store_budget)
     from grm.serve.server import serve
 
-    return serve(runtime_config(args, host_budget=args.host_budget, **mount_options(args)), config)
+    rc = runtime_config(args, host_budget=args.host_budget, **mount_options(args))
+    check_unlocked(rc.store)  # a second server on a held store fails before loading its model
+    with named_holder():
+        return serve(rc, config)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,8 +10,8 @@ from grm.models import DEFAULT_MODEL
 from grm.models.placement import check_names
 from grm.grafts.floor import ABSTAIN_LINE, DEFAULT_FLOOR
 from grm.route import CHANNELS
+from grm.runtime.locations import default_cache_dir, default_store_dir, store_location  # noqa: F401  (re-exported)
 from grm.store.config import DURABILITY_MODES
-from grm.store.opener import is_redis
 from grm.store.tenant import check_tenant
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
@@ -22,24 +21,6 @@ ORDERS = ("relevance", "time")  # routed grafts in the arena (RuntimeConfig.orde
 EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (RuntimeConfig.extractor)
 LAYOUTS = ("both", "chain", "sections")  # both: chain blocks and sections, sharing the first block
 DURABILITY = DURABILITY_MODES  # defined by the store plane
-
-
-def default_store_dir() -> Path:
-    """$GRM_HOME, else ~/.grm (the one place the store default is read from the environment)."""
-    return Path(os.environ.get("GRM_HOME") or Path.home() / ".grm").expanduser()
-
-
-def default_cache_dir() -> Path:
-    """$GRM_CACHE, else ~/.cache/grm (where materialized models live)."""
-    return Path(os.environ.get("GRM_CACHE") or Path.home() / ".cache" / "grm").expanduser()
-
-
-def store_location(store: str | Path | None) -> Path | str:
-    """A store location as given: a Redis URL stays a string (a Path would fold its '//'), a
-    folder is expanded; None is the default folder."""
-    if store is None:
-        return default_store_dir()
-    return store if is_redis(store) else Path(store).expanduser()
 
 
 @dataclass(frozen=True)

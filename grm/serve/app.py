@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from grm.errors import GrmError
-from grm.serve import memory_api, openai_api, ui
+from grm.serve import ask_api, memory_api, openai_api, ui
 from grm.serve.errors import ApiError, from_grm
 from grm.serve.http import AuthMiddleware, BodyLimit, tenant_of
 
@@ -72,23 +72,30 @@ async def _not_found(request: Request, exc: Exception) -> Response:
                     "unknown_url" if status == 404 else None).response()
 
 
-def create_app(engine: Any, config: Any, keyring: Any, metrics_: Any) -> Starlette:
+def create_app(engine: Any, config: Any, keyring: Any, metrics_: Any, local: str | None = None) -> Starlette:
+    """`local`: the store owner's credential (grm/serve/endpoint.py), accepted besides the keys."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         yield
         # uvicorn calls this after it stopped accepting and in-flight requests finished (SIGTERM):
+        # the endpoint file goes first (a CLI call now opens the store itself, once it is free),
         # the worker drains what is queued, then the store closes (nothing acknowledged is lost).
+        if app.state.endpoint is not None:
+            app.state.endpoint.withdraw()
         if not isinstance(app.state.engine, Starting):
             app.state.engine.close(timeout=config.drain_s)
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
-              *openai_api.ROUTES, *memory_api.ROUTES, *ui.ROUTES]
+              *openai_api.ROUTES, *memory_api.ROUTES, *ask_api.ROUTES, *ui.ROUTES]
     app = Starlette(
         routes=routes, lifespan=lifespan,
         middleware=[Middleware(BodyLimit, limit=config.max_body_bytes),
-                    Middleware(AuthMiddleware, keyring=keyring, no_auth_tenant=config.tenant if config.no_auth else None)],
+                    Middleware(AuthMiddleware, keyring=keyring, no_auth_tenant=config.tenant if config.no_auth else None,
+                               local=local, local_tenant=config.tenant)],
         exception_handlers={ApiError: _api_error, GrmError: _grm_error, 404: _not_found, 405: _not_found},
     )
     app.state.engine, app.state.config, app.state.keyring, app.state.metrics = engine, config, keyring, metrics_
     app.state.started = int(time.time())
+    app.state.endpoint = None  # the endpoint file once published (grm/serve/server.py)
     return app

@@ -4,8 +4,8 @@ which runs on this worker) are the only modules of grm/serve that call the runti
 Lifecycle (who calls what, when):
 1. `Engine.open(runtime_config, serve_config)` loads the model and opens the store (one Runtime);
    `start()` starts the worker thread. `ready` is True from then on (GET /readyz).
-2. Request handlers (asyncio, grm/serve/openai_api.py, memory_api.py, ui.py) call `complete(...)`,
-   `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
+2. Request handlers (asyncio, grm/serve/openai_api.py, memory_api.py, ask_api.py, ui.py) call
+   `complete(...)`, `ask(...)`, `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
    Retry-After for a key with `queue` jobs waiting, or over its byte quota (`tenant_bytes`) for a
    write; 503 when the server holds `queue_total`, or while draining. `await job.wait(timeout)`
    gets the result. Exactly one job runs at a time, on the worker thread, in the fair order of
@@ -337,6 +337,27 @@ class Engine:
         if req.memory:  # the runtime counted its mounts (Runtime.uses, shared by every tenant's view)
             self.after_write(tenant)
         return GenResult(ans.answer, finish, ans.prompt_tokens, n_out, ans.tokens_from_memory, ext, command)
+
+    def ask(self, tenant: str, question: str, mode: str, max_new_tokens: int | None) -> Job:
+        """Queue `grm ask`'s call (grm/serve/ask_api.py): Runtime.ask(question, mode, max_new_tokens)
+        for `tenant`; the job's result is Answer.to_json(). Cancelled at the next token."""
+        holder: dict[str, Job] = {}
+        req = GenRequest(question, max_new_tokens or self.rt.config.max_new_tokens, endpoint="ask", mode=mode)
+
+        def fn() -> dict:
+            ans = self.view(tenant).ask(question, mode=mode, max_new_tokens=max_new_tokens,
+                                        on_token=lambda _d: not holder["job"].cancelled.is_set())
+            rid = "req-" + secrets.token_hex(6)
+            n_out = getattr(ans, "completion_tokens", 0)
+            self._record(tenant, req, rid, ans, "cancelled" if holder["job"].cancelled.is_set() else ans.finish_reason,
+                         n_out)
+            if self.metrics is not None:
+                self.metrics.observe_answer(tenant, "ask", ans, True)
+            self.after_write(tenant)  # the runtime counted its mounts (the tiering policy's heat)
+            return ans.to_json()
+
+        holder["job"] = job = self.submit(tenant, "ask", fn)
+        return job
 
     def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Any:
         """The runtime call. Exact mode (every chat, and completions by default): the prompt as given

@@ -4,11 +4,14 @@ body, and waiting for a job while watching for the client to go away."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 from typing import Any
 
 from starlette.requests import Request
 
+from grm.serve.endpoint import TENANT_HEADER
+from grm.store.tenant import TENANT_RE
 from grm.serve.engine import Job
 from grm.serve.errors import ApiError, bad_request
 
@@ -25,20 +28,37 @@ def bearer(headers: dict[str, str]) -> str | None:
 class AuthMiddleware:
     """Puts the caller's tenant in `scope["state"]["tenant"]`, or answers 401 (the inspector's
     pages redirect to its login form instead). The key is `Authorization: Bearer KEY`; under
-    /ui also the `grm_key` cookie. With --no-auth every request is the configured tenant."""
+    /ui also the `grm_key` cookie. With --no-auth every request is the configured tenant. The
+    store owner's local credential (grm/serve/endpoint.py: what `grm ask` and `grm ingest` send)
+    acts for the tenant named in the X-GRM-Tenant header, else the server's own."""
 
-    def __init__(self, app: Any, keyring: Any, no_auth_tenant: str | None) -> None:
+    def __init__(self, app: Any, keyring: Any, no_auth_tenant: str | None, local: str | None = None,
+                 local_tenant: str = "default") -> None:
         self.app, self.keyring, self.no_auth_tenant = app, keyring, no_auth_tenant
+        self.local, self.local_tenant = local, local_tenant
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
-        tenant = self.no_auth_tenant
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        key = bearer(headers)
+        if self.local is not None and key is not None and hmac.compare_digest(key.encode(), self.local.encode()):
+            tenant = headers.get(TENANT_HEADER.lower(), self.local_tenant)
+            if not TENANT_RE.fullmatch(tenant):
+                err = ApiError(400, f"bad tenant name in {TENANT_HEADER}: 1-64 letters, digits, '_', '.', '-', "
+                               "not starting with '_'", "invalid_request_error", "invalid_tenant")
+                await err.response()(scope, receive, send)
+                return
+        elif TENANT_HEADER.lower() in headers:  # never served as another tenant than the one it names
+            err = ApiError(401, f"{TENANT_HEADER} needs the store owner's local credential", "authentication_error",
+                           "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            await err.response()(scope, receive, send)
+            return
+        else:
+            tenant = self.no_auth_tenant
         if tenant is None:
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            key = bearer(headers)
             if key is None and path.startswith("/ui"):
                 key = Request(scope).cookies.get(COOKIE)
             tenant = self.keyring.tenant_for(key)

@@ -33,13 +33,15 @@ class IngestJob:
     total: int = 0
     document: str | None = None  # the document id once done
     error: str | None = None
+    # once done: what `grm ingest` reports of it (tokens, blocks, computed, stored_bytes, truncated_bytes)
+    result: dict | None = None
     created: float = field(default_factory=time.time)
     handle: "Job | None" = None  # the worker's job (cancel)
 
     def to_json(self) -> dict:
         return {"id": self.id, "object": "job", "status": self.status, "name": self.name, "layout": self.layout,
                 "progress": {"done": self.done, "total": self.total}, "document": self.document,
-                "error": self.error, "created": int(self.created)}
+                "error": self.error, "result": self.result, "created": int(self.created)}
 
 
 class TenantMemory:
@@ -147,6 +149,11 @@ class TenantMemory:
             self.rt.residency.drop(key)
         return removed, len(grafts), len(owned & shared)
 
+    def payload_bytes(self) -> int:
+        """Payload bytes of this tenant, a payload shared within a kind counted once (the figure
+        `grm ingest` reports the growth of)."""
+        return sum(k.get("payload_bytes", 0) for k in self.store_stats()["kinds"].values())
+
     def stored_bytes(self) -> int:
         """Payload bytes this tenant's rows name (its byte quota counts these)."""
         return sum(r.payload_size for r in self.store.records(self.tenant))
@@ -168,7 +175,10 @@ class TenantMemory:
                 job.done = min(job.total, job.done + n)
                 pause()
 
-            rt.ingest_text(text, job.name, job.layout, progress=progress)
+            before = self.payload_bytes()
+            res = rt.ingest_text(text, job.name, job.layout, progress=progress)
+            job.result = {"tokens": res.tokens, "blocks": res.blocks, "computed": res.computed,
+                          "stored_bytes": self.payload_bytes() - before, "truncated_bytes": res.truncated_bytes}
             job.document = hashlib.sha256(text.encode()).hexdigest()
             job.done, job.status = job.total, "done"
             self.engine.after_write(job.tenant)

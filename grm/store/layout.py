@@ -4,6 +4,8 @@
                                           (version 2 + "encryption" for encrypted stores: grm.store.root)
     <root>/LOCK                           the pid of the writer holding the lock (a hint; the lock
                                           itself is flock on the root folder: grm.store.root)
+    <root>/SERVE.json                     kept by a `grm serve` holding the store (grm/serve/endpoint.py);
+                                          the store never reads it
     <root>/log/<generation:016x>.seg      event-log segments (format in `grm.store.log`)
     <root>/checkpoints/<lsn:016x>.ckpt    checkpoints (format in `grm.store.checkpoint`)
     <root>/payloads/<th>/<dd>/<digest>    payload files: th = sha256(tenant)[:16], dd = digest[:2]

@@ -30,7 +30,7 @@ import json
 import os
 import time
 
-from grm.errors import StoreError
+from grm.errors import StoreError, StoreLocked
 from grm.store.crypt import Keyring, key_check, keyring_for, new_kdf_salt
 from grm.store.fs import FileSystem, LockHandle, atomic_write, ensure_dir
 from grm.store.layout import (
@@ -130,8 +130,22 @@ def take_lock(fs: FileSystem, layout: Layout, timeout: float) -> LockHandle:
         if handle is not None:
             return handle
         if time.monotonic() >= deadline:
-            raise StoreError(f"store {layout.root} is in use by another process (pid {_holder(fs, layout)})")
+            pid = _holder(fs, layout)
+            raise StoreLocked(f"store {layout.root} is in use by another process (pid {pid})", layout.root, pid)
         time.sleep(0.05)
+
+
+def lock_holder(fs: FileSystem, layout: Layout) -> str | None:
+    """Who holds the store's writer lock: its pid (or "unknown"), or None when nobody does. A
+    probe (the lock is taken and released at once), so a command can refuse a held store before
+    it loads a model; the open that follows still takes the lock for real."""
+    if not fs.is_dir(layout.root):
+        return None
+    handle = fs.try_lock(layout.root)
+    if handle is None:
+        return _holder(fs, layout)
+    handle.release()
+    return None
 
 
 def _holder(fs: FileSystem, layout: Layout) -> str:
