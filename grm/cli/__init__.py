@@ -42,6 +42,7 @@ SUBCOMMANDS = [
     "grm.cli.ingest",
     "grm.cli.ask",
     "grm.cli.chat",
+    "grm.cli.documents",  # documents list|show|delete
     "grm.cli.stats",  # stats, fsck
     "grm.cli.gc",
     "grm.cli.tier",

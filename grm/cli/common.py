@@ -266,6 +266,16 @@ def _plain(value: object) -> str:
     return str(value)
 
 
+def human_bytes(n: int) -> str:
+    """A byte count as a person reads it: 512 B, 1.5 KiB, 3.2 MiB, 1.1 GiB."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(n)
+
+
 def emit(obj: dict, as_json: bool) -> None:
     """One JSON object, or `key: value` lines."""
     if as_json:
