@@ -120,9 +120,10 @@ MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(defa
 
 
 def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
-    """The common flags as an argparse parent. `nested=True` gives the copy for the actions of a
-    nested subcommand (`grm grafts list`): its flags default to nothing, so a flag given before the
-    action (`grm grafts --store D list`) is not overwritten by the action's default."""
+    """The common flags as an argparse parent. The top-level parser takes the one with defaults;
+    `nested=True` gives the copy for subcommands and their actions (`grm grafts list`): its flags
+    default to nothing, so a flag given before (`grm --store D grafts list`, `grm grafts --store D
+    list`) is not overwritten by a later parser's default."""
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("common options")
     d = {k: argparse.SUPPRESS for k in COMMON_DEFAULTS} if nested else COMMON_DEFAULTS
