@@ -142,9 +142,10 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--durability", choices=Choices("grm.store.config", "DURABILITY_MODES"), metavar="MODE",
                    default=d["durability"], help="store durability mode: %(choices)s (default normal)")
     g.add_argument("--key-file", metavar="PATH", default=d["key_file"],
-                   help="master key (32 raw bytes or 64 hex chars) for encryption at rest; or set GRM_MASTER_KEY")
+                   help="master key (32 raw bytes or 64 hex chars) for encryption at rest; or set GRM_MASTER_KEY "
+                   "(default: neither, no encryption)")
     g.add_argument("--compress", action="store_true", default=d["compress"],
-                   help="zstandard-compress payload files")
+                   help="zstandard-compress payload files (default: not compressed)")
     g.add_argument("--device", metavar="auto|cpu|cuda[:N]", default=d["device"],
                    help="where the model runs (default auto: cuda if present, else cpu)")
     g.add_argument("--dtype", metavar="auto|float32|bfloat16|float16", default=d["dtype"],

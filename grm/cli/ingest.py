@@ -15,9 +15,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "oversized and special files (FIFOs, devices, sockets), and files whose name is not "
                        "UTF-8, are skipped with a warning.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
-    p.add_argument("--layout", default=None, choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
+    p.add_argument("--layout", default="both", choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
                    help="%(choices)s; chain: blocks read front to back (prefix reuse); sections: each section "
-                   "alone (default: Runtime.ingest's)")
+                   "alone; both: chain blocks and sections, sharing the first block (default %(default)s)")
     p.add_argument("--block-tokens", type=int, default=512, metavar="N",
                    help="token budget of one chain block (default 512)")
     p.add_argument("--section-tokens", type=int, default=512, metavar="N",
@@ -34,9 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     docs = collect(args.paths, **({} if args.max_file_size is None else {"max_bytes": args.max_file_size}))
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
-        layout = {} if args.layout is None else {"layout": args.layout}
         before = stored_bytes(rt.store, args.tenant)
-        results = rt.ingest(docs, progress=show_progress(args), **layout)
+        results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
         added = stored_bytes(rt.store, args.tenant) - before
         tiering = after_write(rt, args.store_budget)
     tokens = sum(r.tokens for r in results)

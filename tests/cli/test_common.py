@@ -49,6 +49,23 @@ def test_every_flag_of_every_subcommand_has_help_text():
         assert "most tokens generated" in parser.format_help(), cmd
 
 
+def test_every_flag_with_a_default_names_it():
+    """Issue 30: a help text says the default a user gets (a value, or what leaving it out means),
+    never where in the code it comes from ("(default: Runtime.ingest's)")."""
+    vague = []
+    for path, parser in _subparsers(build_parser()):
+        for action in parser._actions:
+            if not action.option_strings or action.help in (None, argparse.SUPPRESS):
+                continue
+            if isinstance(action, (argparse._HelpAction, argparse._StoreTrueAction, argparse._StoreFalseAction)):
+                continue
+            if action.default is argparse.SUPPRESS:  # a copy below the top level: checked there
+                continue
+            if "default" not in action.help or "Runtime" in action.help:
+                vague.append(" ".join(path + (action.option_strings[-1],)))
+    assert vague == []
+
+
 @pytest.mark.parametrize("argv", [
     ["grafts", "--store", "D", "--tenant", "t", "list"],
     ["grafts", "list", "--store", "D", "--tenant", "t"],
