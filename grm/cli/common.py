@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grm.cli.terminal import json_text, say
+from grm.cli.terminal import json_text, say, waiting
 from grm.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -251,9 +251,10 @@ def open_runtime(args: argparse.Namespace, *, create: bool = True, **fields: obj
     config = runtime_config(args, **fields)
     if not create:
         require_store(config.store)
-    from grm.runtime import Runtime
+    with waiting(f"loading {config.model} (the first use of a model prepares it once)"):
+        from grm.runtime import Runtime
 
-    return Runtime.open(config)
+        return Runtime.open(config)
 
 
 # --------------------------------------------------------------------------------------- printing

@@ -19,6 +19,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,23 +64,49 @@ def warm_phase(job_file: str) -> int:
     from grm.runtime import Runtime
     from grm.runtime.config import RuntimeConfig
 
+    from tqdm import tqdm
+
     job = json.loads(Path(job_file).read_text("utf-8"))
     config = RuntimeConfig.from_options(**job["config"])
-    with Runtime.open(config) as rt:
-        for prompt in job["prompts"]:
+    show = job.get("progress", False)
+    with _waiting("the new process loads the model", show):
+        rt = Runtime.open(config)
+    with rt, tqdm(total=len(job["prompts"]) + 1, desc="warm", unit="ask", disable=not show, leave=False) as bar:
+        for doc, prompt in zip(DOCS, job["prompts"]):
+            bar.set_postfix_str(doc.name)
             a = rt.ask(prompt, max_new_tokens=job["max_new_tokens"])
             print(json.dumps(a.to_json()), flush=True)
+            bar.update()
+        bar.set_postfix_str("the chat's question")
         chat = rt.chat(clear_context=True)
         reply = chat.send(CHAT_QUESTION)
         print(json.dumps({"chat": reply.to_json()}), flush=True)
+        bar.update()
     return 0
+
+
+@contextmanager
+def _waiting(what: str, show: bool) -> Iterator[None]:
+    """A line on stderr while something without steps of its own runs (loading a model), with the
+    seconds it took once it is done."""
+    t0 = time.perf_counter()
+    if show:
+        print(f"    {what} ...", end="", file=sys.stderr, flush=True)
+    try:
+        yield
+    finally:
+        if show:
+            print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
 def run_demo(args) -> int:
     from grm.runtime import Runtime
     from grm.runtime.config import RuntimeConfig
 
+    from tqdm import tqdm
+
     out = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    show = not args.json or sys.stderr.isatty()  # progress on stderr, as the CLI's bars
     keep = args.store is not None
     store = Path(args.store).expanduser() if keep else Path(tempfile.mkdtemp(prefix="grm-demo-")) / "store"
     corpus = store.parent / "corpus"
@@ -93,18 +122,26 @@ def run_demo(args) -> int:
     options = {k: v for k, v in options.items() if v is not None}
     config = RuntimeConfig.from_options(**options)
     out("2/4 loading the model; answering cold (the model reads each document) ...")
-    with Runtime.open(config) as rt:
-        cold = [rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens) for p in prompts]
+    with _waiting("loading the model", show):
+        rt = Runtime.open(config)
+    with rt:
+        cold = []
+        with tqdm(DOCS, desc="cold", unit="doc", disable=not show, leave=False) as bar:
+            for d, p in zip(bar, prompts):
+                bar.set_postfix_str(f"{d.name}: the model reads it all")
+                cold.append(rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens))
         out(f"3/4 storing the documents' K/V once, and telling a chat a fact: {CHAT_FACT!r} ...")
-        rt.ingest([corpus / d.name for d in DOCS], progress=not args.json)
+        rt.ingest([corpus / d.name for d in DOCS], progress=show)
         chat = rt.chat(clear_context=True)
-        told = [chat.send(CHAT_FACT), chat.send(CHAT_FILLER)]
+        told = [chat.send(t) for t in tqdm((CHAT_FACT, CHAT_FILLER), desc="chat", unit="turn", disable=not show,
+                                             leave=False)]
     out("4/4 a new process: the same prompts warm (K/V from the store), and the chat's question ...")
     job = store.parent / "warm-job.json"
-    job.write_text(json.dumps({"config": options, "prompts": prompts, "max_new_tokens": args.max_new_tokens}))
-    proc = subprocess.run([sys.executable, "-m", "grm.demo.warm", str(job)], capture_output=True, text=True)
+    job.write_text(json.dumps({"config": options, "prompts": prompts, "max_new_tokens": args.max_new_tokens,
+                               "progress": show}))
+    # its stderr (progress, warnings, an error) goes straight to ours; stdout is its answers
+    proc = subprocess.run([sys.executable, "-m", "grm.demo.warm", str(job)], stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
         return proc.returncode or 2
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     warm, recall = lines[:-1], lines[-1]["chat"]
