@@ -9,9 +9,11 @@ Convention: one module per subcommand family, listed in `SUBCOMMANDS` below. A m
 which adds its subcommand(s) to `sub` (argparse's subparsers) with `parents=[common]` (the common
 flags: --store, --tenant, --model, --threads, --json, --durability, --key-file, --compress,
 --device, --dtype, -v) and registers its handler with `p.set_defaults(handler=run)`; a handler
-takes the parsed `argparse.Namespace` and returns the exit status. A family with actions
-(`grm grafts list`) gives each action `parents=[common_parser(nested=True)]` so the common flags
-work before and after the action. Adding a subcommand is one line in `SUBCOMMANDS`. Modules import
+takes the parsed `argparse.Namespace` and returns the exit status. The common flags work before
+the subcommand (`grm --store D stats`), after it, and before or after the action of a family
+(`grm grafts --store D list`, each action with `parents=[common_parser(nested=True)]`): the
+top-level parser holds their defaults, and every copy below it defaults to nothing, so a flag
+given earlier is never overwritten by a later parser's default (the last one given wins). Adding a subcommand is one line in `SUBCOMMANDS`. Modules import
 nothing heavy at module level: building the parser (`grm --help`) must not load torch; choices
 come from the planes' constants through `common.Choices`.
 
@@ -42,6 +44,7 @@ SUBCOMMANDS = [
     "grm.cli.ingest",
     "grm.cli.ask",
     "grm.cli.chat",
+    "grm.cli.documents",  # documents list|show|delete
     "grm.cli.stats",  # stats, fsck
     "grm.cli.gc",
     "grm.cli.tier",
@@ -62,10 +65,10 @@ BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose read
 def build_parser() -> argparse.ArgumentParser:
     from grm.cli.common import common_parser
 
-    common = common_parser()
+    common = common_parser(nested=True)  # below the top level: no defaults (the docstring says why)
     parser = argparse.ArgumentParser(
         prog="grm", description="GRM: a memory runtime that stores a frozen model's K/V and brings it back.",
-        epilog=EPILOG,
+        epilog=EPILOG, parents=[common_parser()],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

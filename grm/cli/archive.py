@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="what to demote (default block; document grafts follow their block)")
     d.add_argument("--all", action="store_true",
                    help="every stored record of --kind of the tenant (fact grafts stay exact unless named)")
-    d.add_argument("--keep-newest", type=int, default=0, metavar="N", help="with --all: leave the N newest")
+    d.add_argument("--keep-newest", type=int, default=0, metavar="N", help="with --all: leave the N newest (default 0)")
     d.add_argument("--drop-exact", action="store_true",
                    help="drop the exact K/V once the archive record commits: a block row is deleted (the text "
                    "stays), a graft row stays without its payload")

@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "a flag it cannot honour (another --model, or a mount setting it was not started with) "
                        "is an error naming it.")
     p.add_argument("question", nargs="?", metavar="QUESTION", help="the question (or the whole prompt in exact mode)")
-    p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-' = stdin) instead")
+    p.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE ('-' = stdin) instead (default: none, "
+                   "QUESTION is the prompt)")
     p.add_argument("--mode", default="auto", choices=Choices("grm.runtime.config", "ASK_MODES"), metavar="MODE",
                    help="%(choices)s (default auto; see above)")
     p.add_argument("--max-new-tokens", type=positive_int, default=48, metavar="N", help=MAX_NEW_TOKENS_HELP)

@@ -29,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "'correct memory: OLD => NEW', 'show memory about: ...', 'why do you remember: ...', "
                        "'pin ID', 'approve review ID', 'cull graft ID into sections', 'set durability: full' "
                        "(see `grm memory --help`).")
-    p.add_argument("--script", metavar="FILE", help="read user turns from FILE, one per non-blank line ('-' = stdin)")
+    p.add_argument("--script", metavar="FILE", help="read user turns from FILE, one per non-blank line ('-' = stdin) "
+                   "(default: none, turns are typed, one a line)")
     p.add_argument("--clear-context", action="store_true",
                    help="empty the live context every turn: anything older comes back only through memory")
     p.add_argument("--window", type=int, default=4, metavar="N",

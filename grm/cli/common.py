@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grm.cli.terminal import json_text, say
+from grm.cli.terminal import json_text, say, waiting
 from grm.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -121,9 +121,10 @@ MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(defa
 
 
 def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
-    """The common flags as an argparse parent. `nested=True` gives the copy for the actions of a
-    nested subcommand (`grm grafts list`): its flags default to nothing, so a flag given before the
-    action (`grm grafts --store D list`) is not overwritten by the action's default."""
+    """The common flags as an argparse parent. The top-level parser takes the one with defaults;
+    `nested=True` gives the copy for subcommands and their actions (`grm grafts list`): its flags
+    default to nothing, so a flag given before (`grm --store D grafts list`, `grm grafts --store D
+    list`) is not overwritten by a later parser's default."""
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("common options")
     d = {k: argparse.SUPPRESS for k in COMMON_DEFAULTS} if nested else COMMON_DEFAULTS
@@ -142,9 +143,10 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--durability", choices=Choices("grm.store.config", "DURABILITY_MODES"), metavar="MODE",
                    default=d["durability"], help="store durability mode: %(choices)s (default normal)")
     g.add_argument("--key-file", metavar="PATH", default=d["key_file"],
-                   help="master key (32 raw bytes or 64 hex chars) for encryption at rest; or set GRM_MASTER_KEY")
+                   help="master key (32 raw bytes or 64 hex chars) for encryption at rest; or set GRM_MASTER_KEY "
+                   "(default: neither, no encryption)")
     g.add_argument("--compress", action="store_true", default=d["compress"],
-                   help="zstandard-compress payload files")
+                   help="zstandard-compress payload files (default: not compressed)")
     g.add_argument("--device", metavar="auto|cpu|cuda[:N]", default=d["device"],
                    help="where the model runs (default auto: cuda if present, else cpu)")
     g.add_argument("--dtype", metavar="auto|float32|bfloat16|float16", default=d["dtype"],
@@ -257,7 +259,7 @@ def open_runtime(args: argparse.Namespace, *, create: bool = True, **fields: obj
     check_unlocked(config.store)  # before the model loads: a held store fails at once
     from grm.runtime import Runtime
 
-    with named_holder():
+    with named_holder(), waiting(f"loading {config.model} (the first use of a model prepares it once)"):
         return Runtime.open(config)
 
 
@@ -301,6 +303,16 @@ def _plain(value: object) -> str:
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
+
+
+def human_bytes(n: int) -> str:
+    """A byte count as a person reads it: 512 B, 1.5 KiB, 3.2 MiB, 1.1 GiB."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(n)
 
 
 def emit(obj: dict, as_json: bool) -> None:

@@ -20,9 +20,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "sent to it as ingest jobs (no model loaded here; a line on stderr names it); a flag it "
                        "cannot honour (another --model, --block-tokens or --section-tokens) is an error naming it.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
-    p.add_argument("--layout", default=None, choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
+    p.add_argument("--layout", default="both", choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
                    help="%(choices)s; chain: blocks read front to back (prefix reuse); sections: each section "
-                   "alone (default: Runtime.ingest's)")
+                   "alone; both: chain blocks and sections, sharing the first block (default %(default)s)")
     p.add_argument("--block-tokens", type=int, default=512, metavar="N",
                    help="token budget of one chain block (default 512)")
     p.add_argument("--section-tokens", type=int, default=512, metavar="N",
@@ -45,9 +45,8 @@ def run(args: argparse.Namespace) -> int:
     if server is not None:
         return through(server, docs, args)
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
-        layout = {} if args.layout is None else {"layout": args.layout}
         before = stored_bytes(rt.store, args.tenant)
-        results = rt.ingest(docs, progress=show_progress(args), **layout)
+        results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
         added = stored_bytes(rt.store, args.tenant) - before
         tiering = after_write(rt, args.store_budget)
     tokens = sum(r.tokens for r in results)

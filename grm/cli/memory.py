@@ -39,8 +39,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "show memory [about: WHAT] | why do you remember: WHAT | set durability: MODE. "
                        "Or: list (active facts), reviews (pending), folds (digests, eras, aborts).")
     p.add_argument("line", nargs="+", metavar="WORD", help="the command line (its words are joined with spaces)")
-    p.add_argument("--project", default=None, metavar="NAME", help="the current project (for project facts)")
-    p.add_argument("--session", default=None, metavar="NAME", help="the current session (for session facts)")
+    p.add_argument("--project", default=None, metavar="NAME", help="the current project, for project facts (default: none)")
+    p.add_argument("--session", default=None, metavar="NAME", help="the current session, for session facts (default: none)")
     p.set_defaults(handler=run)
 
 

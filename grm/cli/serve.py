@@ -29,11 +29,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "`grm ask` and `grm ingest` on the same store are sent to it instead of loading the model.")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8420, help="TCP port (default 8420)")
-    p.add_argument("--keys", metavar="FILE", help="API keys file: one 'TENANT sha256:HEX' a line")
+    p.add_argument("--keys", metavar="FILE", help="API keys file: one 'TENANT sha256:HEX' a line (no default: give it, or --no-auth)")
     p.add_argument("--no-auth", action="store_true",
                    help="no API keys: every request is --tenant (only with a loopback --host)")
     p.add_argument("--add-key", metavar="TENANT",
-                   help="make a key for TENANT, add its hash to --keys FILE, print the key, exit")
+                   help="make a key for TENANT, add its hash to --keys FILE, print the key, exit (default: none, serve)")
     p.add_argument("--queue", type=positive_int, default=16, metavar="N",
                    help="requests one API key may have waiting for the model; one more gets 429 for that key "
                    "only (default 16)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from grm.cli.common import emit, open_store, require_store, store_config, store_root
+from grm.cli.common import emit, human_bytes, open_store, require_store, store_config, store_root
 from grm.cli.terminal import json_text, say
 
 # fsck report fields that are information, not damage: they never make the exit status 1.
@@ -14,7 +14,8 @@ FSCK_INFO = ("records", "orphans", "repaired")
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("stats", parents=[common], help="what is stored",
-                       description="The store's settings and log, and the tenant's records per kind "
+                       description="The store's settings, log and footprint (every tenant: what --store-budget "
+                       "counts, as the sum of its parts), then the tenant's records per kind and its K/V by tier "
                        "(other tenants are not shown). Never creates a store.")
     p.set_defaults(handler=run_stats)
     p = sub.add_parser("fsck", parents=[common], help="verify every record",
@@ -37,53 +38,61 @@ def tenant_stats(stats: dict, tenant: str) -> dict:
     return {"tenant": tenant, "records": sum(s["records"] for s in kinds.values()), **out, "kinds": kinds}
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def stats_table(st: dict) -> list[str]:
-    """The lines `grm stats` prints without --json."""
-    on = {True: "yes", False: "no"}
-    lines = [f"store       {st.get('root')}",
-             f"durability  {st.get('durability')}",
-             f"encrypted   {on.get(st.get('encrypted'), st.get('encrypted'))}    "
-             f"compressed {on.get(st.get('compressed'), st.get('compressed'))}"]
+    """The store and tenant lines `grm stats` prints without --json (each figure says what it
+    counts: the store-wide ones say so, the tenant's table holds only that tenant's rows)."""
+    yes = {True: "", False: "not "}
+    lines = [f"store       {st.get('root')} ({st.get('backend', 'local')})",
+             f"settings    durability {st.get('durability')}, {yes.get(bool(st.get('encrypted')))}encrypted, "
+             f"{yes.get(bool(st.get('compressed')))}compressed"]
     if "log_bytes" in st:
-        lines.append(f"log         {st.get('log_segments')} segment(s), {_size(st['log_bytes'])}, last LSN "
-                     f"{st.get('last_lsn')} (durable {st.get('durable_lsn')}, checkpoint {st.get('checkpoint_lsn')})")
+        checkpoint = st.get("checkpoint_lsn") or 0
+        lines.append(f"log         {st.get('log_segments')} segment(s), {human_bytes(st['log_bytes'])}; last write "
+                     f"LSN {st.get('last_lsn')}; last checkpoint "
+                     + (f"at LSN {checkpoint}" if checkpoint else "none yet (`grm gc` writes one)"))
     if st.get("poisoned"):
         lines.append("poisoned    yes: a durability failure happened; reopen the store")
-    lines.append(f"tenant      {st['tenant']}: {st['records']} record(s)")
+    if "tiers" in st:
+        lines += footprint_lines(st["tiers"])
     kinds = st["kinds"]
+    total = sum(s.get("payload_bytes", 0) for s in kinds.values())
+    lines.append(f"tenant      {st['tenant']}: {st['records']} record(s) naming {human_bytes(total)} of payload files "
+                 "(other tenants are not shown)")
     if kinds:
         cols = ("records", "active", "superseded", "damaged")
         width = max(len("kind"), *(len(k) for k in kinds))
-        lines.append(f"  {'kind':<{width}}" + "".join(f"  {c:>10}" for c in cols) + f"  {'payload':>10}")
+        lines.append(f"  {'kind':<{width}}" + "".join(f"  {c:>10}" for c in cols) + f"  {'payload bytes':>13}")
         for kind in sorted(kinds):
             s = kinds[kind]
             lines.append(f"  {kind:<{width}}" + "".join(f"  {s.get(c, 0):>10}" for c in cols)
-                         + f"  {_size(s.get('payload_bytes', 0)):>10}")
+                         + f"  {human_bytes(s.get('payload_bytes', 0)):>13}")
+        lines.append(f"  {'all':<{width}}" + "".join(f"  {sum(s.get(c, 0) for s in kinds.values()):>10}" for c in cols)
+                     + f"  {human_bytes(total):>13}")
+        if "graft" in kinds:
+            lines.append("  (a document graft names its block's payload file: its bytes are counted with the block)")
+    if "tiers" in st:
+        lines += tier_lines(st["tiers"])
     return lines
 
 
-def tier_lines(t: dict) -> list[str]:
-    """The tiers part of `grm stats` (grm/store/tiering.py Inventory.to_json + the budget)."""
+def footprint_lines(t: dict) -> list[str]:
+    """The store's footprint (grm/store/tiering.py Inventory.to_json + the budget) as the sum of
+    its parts, every tenant's."""
     budget = t.get("budget")
-    lines = [f"footprint   {_size(t['footprint_bytes'])} of "
-             f"{'no budget (grm tier --store-budget SIZE)' if budget is None else _size(budget) + ' budget'}"]
+    spans = t["footprint_bytes"] - t["kept_bytes"] - t["log_bytes"] - t["row_bytes"]
+    return [f"footprint   {human_bytes(t['footprint_bytes'])}, every tenant, what --store-budget counts: "
+             f"{'no budget set (grm tier --store-budget SIZE)' if budget is None else human_bytes(budget) + ' budget'}",
+             f"  = K/V spans {human_bytes(spans)} + other payloads {human_bytes(t['kept_bytes'])} (documents, facts, "
+             f"sinks, codebooks) + log {human_bytes(t['log_bytes'])} + rows {human_bytes(t['row_bytes'])} (checkpoint "
+             "and catalog, estimated)"]
+
+
+def tier_lines(t: dict) -> list[str]:
+    """This tenant's K/V spans by tier (grm/store/tiering.py Inventory.to_json)."""
+    lines = ["K/V spans of this tenant by tier (exact: K/V as computed; archive: compressed, lossy; text: re-read; "
+             "per document: `grm documents list`)"]
     for name, row in t["tiers"].items():
-        lines.append(f"  {name:<8} {row['spans']:>8} span(s) {row['tokens']:>10} tokens  {_size(row['bytes']):>10}")
-    lines.append(f"  {'kept':<8} {_size(t['kept_bytes']):>38}  (documents, facts, sinks, codebooks)")
-    if t["documents"]:
-        width = min(40, max(len("document"), *(len(d) for d in t["documents"])))
-        lines.append(f"  {'document':<{width}}  {'exact':>10}  {'archive':>10}  spans exact/archive/text")
-        for doc, row in t["documents"].items():
-            lines.append(f"  {doc[-width:]:<{width}}  {_size(row['exact_bytes']):>10}  {_size(row['archive_bytes']):>10}"
-                         f"  {row['exact']}/{row['archive']}/{row['text']}")
+        lines.append(f"  {name:<8} {row['spans']:>8} span(s) {row['tokens']:>10} tokens  {human_bytes(row['bytes']):>10}")
     return lines
 
 
@@ -96,7 +105,7 @@ def run_stats(args: argparse.Namespace) -> int:
     if args.json:
         say(json_text(st))
     else:
-        say("\n".join(stats_table(st) + tier_lines(st["tiers"])))
+        say("\n".join(stats_table(st)))
     return 0
 
 

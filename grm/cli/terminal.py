@@ -15,6 +15,8 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
@@ -42,6 +44,24 @@ def say(*parts: object, file: TextIO | None = None, flush: bool = False, lines: 
 def json_text(obj: Any, **dumps: Any) -> str:
     """json.dumps(obj, ensure_ascii=False, **dumps) with no control character left raw."""
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(obj, ensure_ascii=False, **dumps))
+
+
+@contextmanager
+def waiting(what: str, stream: TextIO | None = None) -> Iterator[None]:
+    """On a terminal, `grm: WHAT ...` on stderr while a step without progress of its own runs
+    (importing torch and loading a model: seconds), erased when it ends; elsewhere nothing, so
+    captured stderr holds only warnings and errors."""
+    stream = stream if stream is not None else sys.stderr
+    shown = stream.isatty()
+    if shown:
+        stream.write(f"grm: {printable(what, lines=False)} ...")
+        stream.flush()
+    try:
+        yield
+    finally:
+        if shown:
+            stream.write("\r\x1b[K")  # back to the line's start, clear it
+            stream.flush()
 
 
 class TerminalFilter(logging.Filter):

@@ -15,7 +15,7 @@ from grm.cli.terminal import say
 
 BUDGET_HELP = ("keep the store under SIZE bytes (e.g. 500MB, 20GB; K/M/G are powers of 1024): cold exact K/V "
                "is archived, then evicted to text (re-read when needed); facts and documents stay. Remembered by "
-               "the store: later writes keep to it without the flag")
+               "the store: later writes keep to it without the flag (default: the budget the store remembers, else none)")
 
 
 def budget(text: str) -> int:

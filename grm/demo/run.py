@@ -15,10 +15,14 @@ writes a PNG chart of cold vs warm time to first token by document size next to 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,23 +65,49 @@ def warm_phase(job_file: str) -> int:
     from grm.runtime import Runtime
     from grm.runtime.config import RuntimeConfig
 
+    from tqdm import tqdm
+
     job = json.loads(Path(job_file).read_text("utf-8"))
     config = RuntimeConfig.from_options(**job["config"])
-    with Runtime.open(config) as rt:
-        for prompt in job["prompts"]:
+    show = job.get("progress", False)
+    with _waiting("the new process loads the model", show):
+        rt = Runtime.open(config)
+    with rt, tqdm(total=len(job["prompts"]) + 1, desc="warm", unit="ask", disable=not show, leave=False) as bar:
+        for doc, prompt in zip(DOCS, job["prompts"]):
+            bar.set_postfix_str(doc.name)
             a = rt.ask(prompt, max_new_tokens=job["max_new_tokens"])
             print(json.dumps(a.to_json()), flush=True)
+            bar.update()
+        bar.set_postfix_str("the chat's question")
         chat = rt.chat(clear_context=True)
         reply = chat.send(CHAT_QUESTION)
         print(json.dumps({"chat": reply.to_json()}), flush=True)
+        bar.update()
     return 0
+
+
+@contextmanager
+def _waiting(what: str, show: bool) -> Iterator[None]:
+    """A line on stderr while something without steps of its own runs (loading a model), with the
+    seconds it took once it is done."""
+    t0 = time.perf_counter()
+    if show:
+        print(f"    {what} ...", end="", file=sys.stderr, flush=True)
+    try:
+        yield
+    finally:
+        if show:
+            print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
 def run_demo(args) -> int:
     from grm.runtime import Runtime
     from grm.runtime.config import RuntimeConfig
 
+    from tqdm import tqdm
+
     out = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    show = not args.json or sys.stderr.isatty()  # progress on stderr, as the CLI's bars
     keep = args.store is not None
     store = Path(args.store).expanduser() if keep else Path(tempfile.mkdtemp(prefix="grm-demo-")) / "store"
     corpus = store.parent / "corpus"
@@ -93,18 +123,26 @@ def run_demo(args) -> int:
     options = {k: v for k, v in options.items() if v is not None}
     config = RuntimeConfig.from_options(**options)
     out("2/4 loading the model; answering cold (the model reads each document) ...")
-    with Runtime.open(config) as rt:
-        cold = [rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens) for p in prompts]
+    with _waiting("loading the model", show):
+        rt = Runtime.open(config)
+    with rt:
+        cold = []
+        with tqdm(DOCS, desc="cold", unit="doc", disable=not show, leave=False) as bar:
+            for d, p in zip(bar, prompts):
+                bar.set_postfix_str(f"{d.name}: the model reads it all")
+                cold.append(rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens))
         out(f"3/4 storing the documents' K/V once, and telling a chat a fact: {CHAT_FACT!r} ...")
-        rt.ingest([corpus / d.name for d in DOCS], progress=not args.json)
+        rt.ingest([corpus / d.name for d in DOCS], progress=show)
         chat = rt.chat(clear_context=True)
-        told = [chat.send(CHAT_FACT), chat.send(CHAT_FILLER)]
+        told = [chat.send(t) for t in tqdm((CHAT_FACT, CHAT_FILLER), desc="chat", unit="turn", disable=not show,
+                                             leave=False)]
     out("4/4 a new process: the same prompts warm (K/V from the store), and the chat's question ...")
     job = store.parent / "warm-job.json"
-    job.write_text(json.dumps({"config": options, "prompts": prompts, "max_new_tokens": args.max_new_tokens}))
-    proc = subprocess.run([sys.executable, "-m", "grm.demo.warm", str(job)], capture_output=True, text=True)
+    job.write_text(json.dumps({"config": options, "prompts": prompts, "max_new_tokens": args.max_new_tokens,
+                               "progress": show}))
+    # its stderr (progress, warnings, an error) goes straight to ours; stdout is its answers
+    proc = subprocess.run([sys.executable, "-m", "grm.demo.warm", str(job)], stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
         return proc.returncode or 2
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     warm, recall = lines[:-1], lines[-1]["chat"]
@@ -165,29 +203,51 @@ def _right(r: dict) -> str:
 
 
 def _chart(rows: list[dict], path: Path) -> None:
-    """Grouped bars: cold vs warm time to first token per document size (PNG, Pillow)."""
+    """Grouped bars: cold vs warm time to first token per document (PNG, Pillow), on a labelled
+    y axis in seconds with ticks at a round step, and the x axis naming each document's size."""
     from PIL import Image, ImageDraw, ImageFont
 
-    w, h, pad = 760, 440, 70
+    w, h, left, right, top_pad, bottom = 800, 460, 90, 20, 60, 80
     img = Image.new("RGB", (w, h), "white")
     d = ImageDraw.Draw(img)
     font, small = ImageFont.load_default(size=18), ImageFont.load_default(size=14)
-    d.text((pad, 14), "GRM: time to first token, cold vs warm (new process)", fill="black", font=font)
-    top = max(max(r["cold_ttft_s"], r["warm_ttft_s"]) for r in rows) * 1.15 or 1.0
-    base, height = h - pad, h - 2 * pad - 10
-    d.line((pad, base, w - 20, base), fill="black")
-    d.line((pad, base, pad, pad), fill="black")
-    group = (w - pad - 40) / len(rows)
+    d.text((left, 14), "GRM: time to first token, cold vs warm (new process)", fill="black", font=font)
+    highest = max(max(r["cold_ttft_s"], r["warm_ttft_s"]) for r in rows)
+    step = tick_step(highest)
+    scale_top = step * (int(highest / step) + 1)  # the first tick above the highest bar
+    base, height = h - bottom, h - bottom - top_pad
+    for i in range(int(round(scale_top / step)) + 1):  # y ticks, grid lines and their values
+        y = base - i * step / scale_top * height
+        d.line((left, y, w - right, y), fill="#e0e0e0" if i else "black")
+        d.line((left - 5, y, left, y), fill="black")
+        label = f"{i * step:g}"
+        d.text((left - 10 - d.textlength(label, font=small), y - 8), label, fill="black", font=small)
+    d.line((left, base, left, top_pad), fill="black")
+    axis = Image.new("RGB", (height, 22), "white")  # the y axis's title, turned upright
+    ImageDraw.Draw(axis).text((0, 2), "time to first token (seconds)", fill="black", font=small)
+    img.paste(axis.rotate(90, expand=True), (8, top_pad))
+    group = (w - left - right) / len(rows)
     for i, r in enumerate(rows):
-        x = pad + 20 + i * group
+        x = left + 20 + i * group
         for j, (key, color) in enumerate((("cold_ttft_s", "#c0504d"), ("warm_ttft_s", "#4f81bd"))):
-            bar = r[key] / top * height
+            bar = r[key] / scale_top * height
             x0 = x + j * (group * 0.35)
             d.rectangle((x0, base - bar, x0 + group * 0.3, base), fill=color)
             d.text((x0, base - bar - 18), f"{r[key]:.2f} s", fill="black", font=small)
         d.text((x, base + 8), f"{r['doc_tokens']} tokens ({r['speedup']:.0f}x)", fill="black", font=small)
-    d.rectangle((w - 200, 50, w - 186, 64), fill="#c0504d")
-    d.text((w - 180, 48), "cold (reads it all)", fill="black", font=small)
-    d.rectangle((w - 200, 72, w - 186, 86), fill="#4f81bd")
-    d.text((w - 180, 70), "warm (K/V from store)", fill="black", font=small)
+    title = "document size in tokens (speed-up of warm over cold)"
+    d.text((left + (w - left - right - d.textlength(title, font=small)) / 2, base + 40), title, fill="black", font=small)
+    d.rectangle((w - 210, 50, w - 196, 64), fill="#c0504d")
+    d.text((w - 190, 48), "cold (reads it all)", fill="black", font=small)
+    d.rectangle((w - 210, 72, w - 196, 86), fill="#4f81bd")
+    d.text((w - 190, 70), "warm (K/V from store)", fill="black", font=small)
     img.save(path)
+
+
+def tick_step(highest: float, ticks: int = 5) -> float:
+    """A round step (1, 2 or 5 times a power of ten) giving about `ticks` ticks up to `highest`."""
+    if highest <= 0:
+        return 1.0
+    raw = highest / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)

@@ -86,8 +86,8 @@ class Prefix:
 @dataclass
 class IngestResult:
     name: str
-    blocks: int  # blocks of the document in the chain
-    computed: int  # blocks computed now (0 when everything was already stored)
+    blocks: int  # distinct blocks the document is stored as (chain blocks and sections: a block both share counts once)
+    computed: int  # of those, computed now (0 when everything was already stored); the rest were found stored
     tokens: int
     truncated_bytes: int = 0  # bytes past the model's window, not stored as chain blocks
     keys: list[str] = field(default_factory=list)  # the blocks' fingerprints, in document order
@@ -246,8 +246,12 @@ class ExactMemory:
 
     def plan_blocks(self, text: str) -> int:
         """How many blocks `text` becomes (for progress bars)."""
+        return len(self.plan_keys(text))
+
+    def plan_keys(self, text: str) -> list[str]:
+        """The keys of the chain blocks `ingest` stores for `text`, in order (stored or not)."""
         limit = self.dialect.max_positions - self.config.window_reserve - len(self.sink_ids)
-        return len(self._plan(text, limit)[0])
+        return self._plan(text, limit)[1]
 
     def _plan(self, text: str, limit: int) -> tuple[list[Block], list[str], int]:
         blocks: list[Block] = []

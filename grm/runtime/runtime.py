@@ -37,6 +37,7 @@ from grm.runtime import answer as pipeline
 from grm.runtime.answer import Context, Generation, Ready, question_text
 from grm.runtime.chat import ChatSession
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig
+from grm.runtime.documents import Documents
 from grm.runtime.files import Document, collect
 from grm.runtime.generate import Answer
 from grm.runtime.model_lead import ModelLead
@@ -162,28 +163,36 @@ class Runtime:
             raise UserInputError(f"document {name!r} is empty")
         return self._ingest([Document(name, text)], layout, progress)[0]
 
+    def plan_ingest(self, text: str, layout: str = "both") -> int:
+        """How many distinct blocks ingesting `text` with `layout` stores or finds: the progress
+        total, and the `blocks` of its IngestResult (a block chain and sections share counts once)."""
+        chain = self.exact.plan_keys(text) if layout in ("chain", "both") else []
+        sections = self.sections.keys(text) if layout in ("sections", "both") else []
+        return len(set(chain) | set(sections))
+
     def _ingest(self, docs: list[Document], layout: str,
                 progress: bool | Callable[[int], None]) -> list[IngestResult]:
         if layout not in LAYOUTS:
             raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
         chain, sections = layout in ("chain", "both"), layout in ("sections", "both")
-        total = sum((self.exact.plan_blocks(d.text) if chain else 0) + (self.sections.plan(d.text) if sections else 0)
-                    for d in docs)
+        total = sum(self.plan_ingest(d.text, layout) for d in docs)
         results = []
+        # The bar counts what the summary's `blocks` counts: each distinct block once, stored now or found
         with torch.no_grad(), tqdm(total=total, desc="ingest", unit="block", leave=False,
                                    disable=not progress or callable(progress)) as bar:
             step = progress if callable(progress) else bar.update
             for doc in docs:
                 res = self.exact.ingest(doc.text, doc.name, step, document=False) if chain else None
                 if sections:  # each section, read alone after the sinks, is also a graft
-                    sec = self.sections.ingest(doc.text, doc.name, step, document=False)
+                    sec = self.sections.ingest(doc.text, doc.name, step, document=False,
+                                               counted=res.keys if res else ())
                     self.grafts.adopt_blocks(doc.name, sec.keys)
                 self.exact.put_document(doc.text, doc.name, layout, res.keys if res else [],
                                         sec.keys if sections else None)
                 if res is None:
                     res = sec
                 elif sections:
-                    res = replace(res, computed=res.computed + sec.computed)
+                    res = replace(res, blocks=len(set(res.keys) | set(sec.keys)), computed=res.computed + sec.computed)
                 if res.truncated_bytes:
                     log.warning("%s: %d bytes past the model's window were not stored as chain blocks",
                                 doc.name, res.truncated_bytes)
@@ -306,6 +315,15 @@ class Runtime:
             logits = prefill(self.lm.model, ready.arena.cache, ids, seat)
             seat += len(ids)
         return ready.arena.cache, logits, seat, ready.arena.from_memory, ready.prefix
+
+    def documents(self) -> Documents:
+        """This tenant's documents (grm/runtime/documents.py), matching a text's stored chain with
+        this model; a delete drops the removed grafts from residency."""
+        def dropped(keys: list[str]) -> None:
+            for key in keys:
+                self.residency.drop(key)
+
+        return Documents(self.store, self.config.tenant, self.exact.match, dropped)
 
     def stored_text(self) -> str:
         """Every stored document of this tenant, in ingest order, joined by blank lines."""

@@ -10,7 +10,7 @@ as a `document` record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
 from grm.kv import KV, cache_from_kv, kv_from_cache
@@ -44,17 +44,20 @@ class SectionMemory:
         self._index: DenseIndex | None = None
 
     def plan(self, text: str) -> int:
-        return len(split_blocks(text, self.exact.lm.tokenizer, self.config.section_tokens))
+        """How many distinct sections `text` becomes (for progress bars)."""
+        return len(set(self.keys(text)))
 
     def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None,
-               document: bool = True) -> IngestResult:
+               document: bool = True, counted: Collection[str] = ()) -> IngestResult:
         """Store each section's K/V (read after the sinks alone); idempotent and resumable. The
-        document record too, unless `document` is False (the caller writes it)."""
+        document record too, unless `document` is False (the caller writes it). `progress(1)` is
+        told of each distinct section once, never of one whose key is in `counted` (blocks the
+        caller already counted: the chain's first block is the first section)."""
         ex = self.exact
         sinks = ex.sinks()
         seat = sinks.tokens
         sections = split_blocks(text, ex.lm.tokenizer, self.config.section_tokens)
-        fps, computed = [], 0
+        fps, computed, seen = [], 0, set(counted)
         for i, sec in enumerate(sections):
             ids, fp = self._key(sec.text)
             fps.append(fp)
@@ -66,11 +69,12 @@ class SectionMemory:
                 ex.put_block(kv, fp, ex.sink_fp, seat, sec.text, ids,
                              {"doc": name, "index": i, "layout": "sections", "dense": dense})
                 computed += 1
-            if progress:
+            if progress and fp not in seen:
                 progress(1)
+            seen.add(fp)
         if document:
             ex.put_document(text, name, "sections", fps)
-        return IngestResult(name, len(sections), computed, sum(len(s.ids) for s in sections), keys=fps)
+        return IngestResult(name, len(set(fps)), computed, sum(len(s.ids) for s in sections), keys=fps)
 
     def keys(self, text: str) -> list[str]:
         """The block keys of `text`'s sections (stored or not), as `ingest` names them."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from grm.errors import GrmError
 from grm.serve.errors import from_grm
 from grm.serve.slices import Stopped
-from grm.store.kinds import BLOCK, DOCUMENT, GRAFT
+from grm.store.kinds import BLOCK
 
 if TYPE_CHECKING:
     from grm.serve.engine import Engine, Job
@@ -99,55 +99,23 @@ class TenantMemory:
         return {"kinds": st["tenants"].get(self.tenant, {}), "durability": st["durability"],
                 "encrypted": st["encrypted"], "compressed": st["compressed"]}
 
-    # documents
+    # documents: the runtime's one copy of this logic (grm/runtime/documents.py)
     def documents(self) -> list[Any]:
-        return sorted(self.store.records(self.tenant, DOCUMENT), key=lambda r: r.lsn)
+        return self.rt.documents().list()
 
     def document(self, doc_id: str) -> Any:
-        return self.store.get(self.tenant, DOCUMENT, doc_id)
-
-    def _blocks_of(self, doc: Any) -> set[str]:
-        """The blocks a document is made of: those its record lists (its sections, after a
-        `both` ingest) and the stored chain its text reads as (blocks shared with other
-        documents included: the caller keeps those)."""
-        owned = set(doc.meta.get("blocks", ())) | set(doc.meta.get("sections", ()))
-        data = self.store.read_payload(doc)
-        if data is not None:
-            owned.update(self.rt.exact.match(data.decode("utf-8"))[1])
-        return owned
+        return self.rt.documents().get(doc_id)
 
     def document_grafts(self, doc: Any) -> list[Any]:
-        blocks = self._blocks_of(doc)
-        return [g for g in self.rt.grafts.grafts(include_retired=True) if g.record.meta.get("block") in blocks]
+        docs = self.rt.documents()
+        keys = {r.key for r in docs.grafts_of(docs.blocks_of(doc))}
+        return [g for g in self.rt.grafts.grafts(include_retired=True) if g.id in keys]
 
     def delete_document(self, doc_id: str) -> dict | None:
         """Remove the document, its blocks no other document of this tenant uses, and the grafts of
         those blocks, in one transaction. Nothing else (facts, turns, other documents) changes."""
-        doc = self.document(doc_id)
-        if doc is None:
-            return None
-        owned = self._blocks_of(doc)
-        removed, grafts, shared = self._remove_blocks(owned, doc_id)
-        return {"id": doc_id, "deleted": True, "blocks": removed, "grafts": grafts, "kept_shared_blocks": shared}
-
-    def _remove_blocks(self, owned: set[str], doc_id: str | None) -> tuple[int, int, int]:
-        """Delete the blocks of `owned` that no other document uses, their grafts, and the document
-        `doc_id` (if any), in one transaction: (blocks removed, grafts removed, blocks kept shared)."""
-        shared: set[str] = set()
-        for d in self.documents():
-            if d.key != doc_id:
-                shared |= self._blocks_of(d)
-        blocks = owned - shared
-        grafts = [r.key for r in self.store.records(self.tenant, GRAFT) if r.meta.get("block") in blocks]
-        with self.store.transaction() as txn:
-            for key in grafts:
-                txn.delete(self.tenant, GRAFT, key)
-            removed = sum(bool(txn.delete(self.tenant, BLOCK, key)) for key in sorted(blocks))
-            if doc_id is not None:
-                txn.delete(self.tenant, DOCUMENT, doc_id)
-        for key in grafts:
-            self.rt.residency.drop(key)
-        return removed, len(grafts), len(owned & shared)
+        out = self.rt.documents().delete(doc_id)
+        return None if out is None else out.to_json()
 
     def payload_bytes(self) -> int:
         """Payload bytes of this tenant, a payload shared within a kind counted once (the figure
@@ -169,7 +137,7 @@ class TenantMemory:
             if self.engine.config.tenant_bytes is not None and (why := self.engine._quota_reached(self.tenant)):
                 raise Stopped(why)
             pause()  # past its deadline already, or cancelled: stop before the first block
-            job.total = (rt.exact.plan_blocks(text) if chain else 0) + (rt.sections.plan(text) if sections else 0)
+            job.total = rt.plan_ingest(text, job.layout)
 
             def progress(n: int) -> None:
                 job.done = min(job.total, job.done + n)
@@ -184,7 +152,7 @@ class TenantMemory:
             self.engine.after_write(job.tenant)
         except Stopped as e:
             owned = set(rt.exact.match(text)[1] if chain else ()) | set(rt.sections.keys(text) if sections else ())
-            removed = self._remove_blocks(owned, None)[0]
+            removed = rt.documents().remove_blocks(owned)[0]
             job.status = "cancelled" if str(e) == "cancelled" else "failed"
             job.error = f"{e}; {removed} block(s) it stored were removed"
         except GrmError as e:

@@ -5,6 +5,7 @@ rule, --threads clamped."""
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 
@@ -48,6 +49,23 @@ def test_every_flag_of_every_subcommand_has_help_text():
         assert "most tokens generated" in parser.format_help(), cmd
 
 
+def test_every_flag_with_a_default_names_it():
+    """Issue 30: a help text says the default a user gets (a value, or what leaving it out means),
+    never where in the code it comes from ("(default: Runtime.ingest's)")."""
+    vague = []
+    for path, parser in _subparsers(build_parser()):
+        for action in parser._actions:
+            if not action.option_strings or action.help in (None, argparse.SUPPRESS):
+                continue
+            if isinstance(action, (argparse._HelpAction, argparse._StoreTrueAction, argparse._StoreFalseAction)):
+                continue
+            if action.default is argparse.SUPPRESS:  # a copy below the top level: checked there
+                continue
+            if "default" not in action.help or "Runtime" in action.help:
+                vague.append(" ".join(path + (action.option_strings[-1],)))
+    assert vague == []
+
+
 @pytest.mark.parametrize("argv", [
     ["grafts", "--store", "D", "--tenant", "t", "list"],
     ["grafts", "list", "--store", "D", "--tenant", "t"],
@@ -60,6 +78,50 @@ def test_every_flag_of_every_subcommand_has_help_text():
 def test_common_flags_before_or_after_the_action(argv):
     args = build_parser().parse_args(argv)
     assert (args.store, args.tenant, args.durability, args.device) == ("D", "t", "normal", "auto")
+
+
+def _leaves() -> list[tuple[tuple[str, ...], list[str]]]:
+    """Every runnable command path (`stats`, `grafts list`, ...) with placeholders for its required
+    positional arguments."""
+    out = []
+    for path, parser in _subparsers(build_parser()):
+        if not path or any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+            continue
+        pos = [a for a in parser._actions if not a.option_strings and a.nargs in (None, "+")]
+        out.append((path, ["0:1" if a.dest == "spans" else "X" for a in pos]))
+    return out
+
+
+@pytest.mark.parametrize("path, positionals", _leaves(), ids=lambda v: " ".join(v) if isinstance(v, tuple) else "")
+def test_common_flags_before_or_after_every_subcommand(path, positionals):
+    """Issue 30: `grm --store D stats` works like `grm stats --store D`, for every subcommand (and
+    between a family and its action); a flag given twice: the later one wins; unset ones keep
+    their defaults."""
+    flags = ["--store", "D", "--tenant", "t", "--json"]
+    orders = [flags + [*path, *positionals], [*path, *positionals] + flags]
+    if len(path) == 2:
+        orders.append([path[0], *flags, path[1], *positionals])
+    for argv in orders:
+        args = build_parser().parse_args(argv)
+        assert (args.store, args.tenant, args.json, args.durability, args.threads) == ("D", "t", True, "normal", None)
+    args = build_parser().parse_args(["--store", "X", *path, *positionals, "--store", "D"])
+    assert args.store == "D"
+    args = build_parser().parse_args([*path, *positionals])
+    assert (args.store, args.tenant, args.json, args.device) == (None, "default", False, "auto")
+
+
+def test_a_store_given_before_the_subcommand_is_the_one_used(grm, tmp_path):
+    store = tmp_path / "s"
+    assert grm("--store", store, "memory", "remember permanently: the boat is Marigold")[0] == 0
+    code, out, err = grm("--store", store, "--json", "stats")
+    assert code == 0 and json.loads(out)["records"] > 0, err
+    code, _, err = grm("--store", tmp_path / "nope", "stats")
+    assert code == 2 and str(tmp_path / "nope") in one_error_line(err)
+
+
+def test_every_subcommand_is_covered_by_the_both_orders_test():
+    assert {p[:1] for p, _ in _leaves()} == {n for n in dict(_subparsers(build_parser())) if len(n) == 1}
+    assert ("documents", "delete") in {p for p, _ in _leaves()} and ("stats",) in {p for p, _ in _leaves()}
 
 
 def test_nested_actions_keep_their_defaults():

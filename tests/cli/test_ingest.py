@@ -108,3 +108,15 @@ def test_the_ingest_help_states_the_files_default_limit():
 
     help_text = build_parser()._subparsers._group_actions[0].choices["ingest"].format_help()
     assert f"(default {MAX_FILE_BYTES >> 20}M)" in " ".join(help_text.split())
+
+
+def test_the_ingest_layout_default_is_the_runtimes_and_the_help_says_it():
+    import inspect
+
+    from grm.cli import build_parser
+    from grm.runtime import Runtime
+
+    parser = build_parser()._subparsers._group_actions[0].choices["ingest"]
+    default = inspect.signature(Runtime.ingest).parameters["layout"].default
+    assert parser.parse_args(["x"]).layout == default == "both"
+    assert "(default both)" in " ".join(parser.format_help().split())

@@ -35,10 +35,29 @@ def test_stats_prints_a_readable_table_not_python_dicts(grm, tmp_path):
     code, out, _ = grm("stats", "--store", store, "--tenant", "bob")
     assert code == 0 and "{" not in out and "'" not in out and "alice" not in out
     lines = out.splitlines()
-    assert lines[0].split() == ["store", str(store)]
+    assert lines[0].split() == ["store", str(store), "(local)"]
     header = next(ln for ln in lines if ln.split()[:1] == ["kind"])
-    assert header.split() == ["kind", "records", "active", "superseded", "damaged", "payload"]
+    assert header.split() == ["kind", "records", "active", "superseded", "damaged", "payload", "bytes"]
     assert any(ln.split()[:1] == ["fact"] for ln in lines)
+
+
+def test_stats_figures_say_what_they_count_and_add_up(grm, tmp_path):
+    """Issue 30: the store-wide footprint is shown as the sum of its parts and says it is every
+    tenant's; the tenant's table says other tenants are not in it and ends with its total; no bare
+    "durable 0"."""
+    store = tmp_path / "s"
+    _two_tenants(grm, store)
+    code, out, _ = grm("stats", "--store", store, "--tenant", "bob")
+    code, js, _ = grm("stats", "--store", store, "--tenant", "bob", "--json")
+    st, t = json.loads(js), json.loads(js)["tiers"]
+    assert code == 0 and "durable" not in out.replace("durability", "")
+    foot = next(ln for ln in out.splitlines() if ln.startswith("footprint"))
+    assert "every tenant" in foot and "= K/V spans" in out and "log" in out and "rows" in out
+    assert t["footprint_bytes"] >= t["kept_bytes"] + t["log_bytes"] + t["row_bytes"]
+    tenant = next(ln for ln in out.splitlines() if ln.startswith("tenant"))
+    assert "bob" in tenant and "other tenants are not shown" in tenant
+    total = next(ln for ln in out.splitlines() if ln.split()[:1] == ["all"]).split()
+    assert int(total[1]) == st["records"] == sum(k["records"] for k in st["kinds"].values())
 
 
 def test_stats_on_a_missing_store_exits_2(grm, tmp_path):
@@ -116,13 +135,15 @@ FAKE = "\u001b[2J\u001b[31mfake: all records damaged\u009b0m\u202e"
 
 def test_names_from_the_store_reach_the_terminal_without_control_characters(grm, tmp_path):
     """Issue 31: a document named to clear the screen and print a fake report is shown escaped by
-    `grm stats` (table and JSON) and `grm memory list`; the JSON still reads back the name."""
+    `grm documents list` (table and JSON), `grm stats --json` and `grm memory list`; the JSON still
+    reads back the name."""
     store = tmp_path / "s"
     doc = tmp_path / f"{FAKE}.txt"
     doc.write_text("The harbor opened in 1911. " * 8)
     assert grm("ingest", "--store", store, "--model", TINY, doc)[0] == 0
     assert grm("memory", "--store", store, f"remember permanently: my code is {FAKE}")[0] == 0
-    for argv in (["stats"], ["stats", "--json"], ["memory", "list"], ["memory", "list", "--json"]):
+    for argv in (["documents", "list"], ["documents", "list", "--json"], ["stats", "--json"], ["memory", "list"],
+                 ["memory", "list", "--json"]):
         code, out, err = grm(*argv, "--store", store)
         assert code == 0, err
         for raw in ("\u001b", "\u009b", "\u202e"):

@@ -25,3 +25,18 @@ def test_json_text_is_the_same_json_with_no_raw_control():
 def test_log_lines_are_printable():
     rec = logging.LogRecord("grm", logging.WARNING, __file__, 1, "skipping %s", ("\x1b[2Jfile",), None)
     assert TerminalFilter().filter(rec) and rec.getMessage() == "skipping \\x1b[2Jfile"
+
+
+def test_a_wait_is_shown_on_a_terminal_and_erased_and_silent_elsewhere():
+    import io
+
+    from grm.cli.terminal import waiting
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    with waiting("loading smollm2-135m\x1b[2J", tty), waiting("loading", pipe):
+        assert tty.getvalue() == "grm: loading smollm2-135m\\x1b[2J ..."
+    assert tty.getvalue().endswith("\r\x1b[K") and pipe.getvalue() == ""
