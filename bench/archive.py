@@ -31,6 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.lib
 from _common import cache_dir, news_corpus, write_results  # noqa: E402
+from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 
 EVAL_ARTICLES = 60  # articles [0, 60) are held out for evaluation (~14k tokens)
 TRAIN_FROM = 100  # codebooks train on articles [100, 300): 50 windows, 51,000 tokens
@@ -184,7 +185,7 @@ def main(args: argparse.Namespace) -> int:
     plan = _plan(quick)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    lm = load_model(args.model or "smollm2-135m", cache_dir())
+    lm = load_model(args.model or DEFAULT_MODEL, cache_dir())
     model, tok = lm.model, lm.tokenizer
     dialect = dialect_for(model)
     geometry = (dialect.n_layers, dialect.kv_heads, dialect.head_dim)

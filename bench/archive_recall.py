@@ -43,6 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import news_corpus, run_cli, write_results  # noqa: E402
+from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 from recall import SECTION_TOKENS, SEED, ask_forms, build_corpus, forms_table, make_facts  # noqa: E402
 
 CORPUS_ARTICLES = 150  # facts go into articles [0, 150); codebooks train on [150, 300)
@@ -114,6 +115,7 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
     log = lambda m: print(f"[archive-forms {time.perf_counter() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
     probes = []
     with Runtime.open(store=work / "store", model=args.model, threads=threads) as rt:
+        dtype = str(rt.lm.model.dtype).replace("torch.", "")
         sections = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0].blocks
         books = train_codebooks(rt.lm, rt.dialect, train_text, TrainConfig(k=8 if quick else None, iters=3 if quick else 15))
         save_codebooks(rt.store, books)
@@ -128,7 +130,7 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
         probes += [{"method": "archived", **ask_forms(rt, fact, max_new)} for fact in facts]
     log("archived asked")
     totals, lines = forms_table(probes, "method", ("exact", "archived"))
-    table = [f"{args.model or 'smollm2-135m'}, fp32, greedy; {n_facts} invented facts (recall.py's templates, the "
+    table = [f"{args.model or DEFAULT_MODEL}, {dtype}, greedy; {n_facts} invented facts (recall.py's templates, the "
              f"lead rules' tune set) in the first {articles} news articles ({sections} sections); `grafts` mode "
              "through Runtime.ask with default flags. exact: the stored K/V; archived: a copy with every section "
              "demoted the default way (digits +-4 tokens kept int8, --drop-exact), asked from a fresh runtime. "
@@ -136,7 +138,7 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
              "so the archived rows' ceiling measures what the archive loses)."
              + (" QUICK RUN (smoke test, not the result)." if quick else ""), "", *lines]
     cmd = f"python bench/archive_recall.py --forms --threads {threads}" + (f" --model {args.model}" if args.model else "")
-    write_results("archive_recall-forms", {"model": args.model or "smollm2-135m", "facts": n_facts, "sections": sections,
+    write_results("archive_recall-forms", {"model": args.model or DEFAULT_MODEL, "facts": n_facts, "sections": sections,
                                            "totals": totals, "probes": probes, "seconds": time.perf_counter() - t0},
                   table, cmd, quick)
     print("\n".join(table[:7]))

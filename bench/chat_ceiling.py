@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import news_corpus, run_cli, write_results  # noqa: E402
+from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 HARVESTS = ("live", "standalone", "user")
@@ -302,7 +303,7 @@ def main_long(args: argparse.Namespace, threads: int) -> int:
             r = runs[-1]
             print(f"{split}: memory {r['memory']}/16 ceiling {r['ceiling']}/16 all-needles {r['all_needles']}/16 "
                   f"window {r['window']}/16 ({r['seconds']:.0f} s)", file=sys.stderr, flush=True)
-    model = args.model or "smollm2-135m"
+    model = args.model or DEFAULT_MODEL
     name = f"chat_ceiling-{args.turns}" + (f"-{args.split}" if args.split else "") + (f"-{args.model}" if args.model else "")
     cmd = f"python bench/chat_ceiling.py --threads {threads} --turns {args.turns}" + (
         f" --split {args.split}" if args.split else "") + (f" --model {args.model}" if args.model else "")
@@ -319,7 +320,7 @@ def main(args: argparse.Namespace) -> int:
     torch.set_num_threads(threads)
     if getattr(args, "turns", 51) != 51:  # `grm bench chat_ceiling` passes only the common flags
         return main_long(args, threads)
-    splits = ("tune",) if args.quick else tuple(NEEDLES)
+    splits = ("tune",) if args.quick else ((args.split,) if getattr(args, "split", None) else tuple(NEEDLES))
     harvests = ("live",) if args.quick else (getattr(args, "harvests", None) or HARVESTS)
     runs = []
     t0 = time.perf_counter()
@@ -330,12 +331,14 @@ def main(args: argparse.Namespace) -> int:
                 r = runs[-1]
                 print(f"{split} {harvest}: memory {r['memory']}/16 ceiling {r['ceiling']}/16 reread {r['reread']}/16 "
                       f"mounted {r['needle_mounted']}/16 ({r['seconds']:.0f} s)", file=sys.stderr, flush=True)
-    model = args.model or "smollm2-135m"
+    model = args.model or DEFAULT_MODEL
     res = {"model": model, "runs": runs, "seconds": time.perf_counter() - t0}
     cmd = f"python bench/chat_ceiling.py --threads {threads}" + (f" --model {args.model}" if args.model else "")
     if getattr(args, "harvests", None):
         cmd += f" --harvests {','.join(harvests)}"
-    name = "chat_ceiling" + (f"-{args.model}" if args.model else "")
+    if getattr(args, "split", None):
+        cmd += f" --split {args.split}"
+    name = "chat_ceiling" + (f"-{args.model}" if args.model else "") + (f"-{args.split}" if getattr(args, "split", None) else "")
     if getattr(args, "harvests", None):  # a subset: kept apart from the full comparison of harvest modes
         name += "-" + "-".join(harvests)
     write_results(name, res, _table(runs, model), cmd,
@@ -348,7 +351,7 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=51, help="51 (small talk) or more (news filler), e.g. 200")
     p.add_argument("--harvests", type=lambda t: tuple(t.split(",")), default=None,
                    help=f"51 turns: only these harvest modes, comma-separated (of {', '.join(HARVESTS)}; default all)")
-    p.add_argument("--split", choices=tuple(NEEDLES), default=None, help="one split only (long runs)")
+    p.add_argument("--split", choices=tuple(NEEDLES), default=None, help="one split only (default both)")
 
 
 if __name__ == "__main__":

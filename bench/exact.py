@@ -1,6 +1,6 @@
 """Exact block memory: time to first token cold vs warm, and load-and-verify vs raw read+hash.
 
-For documents of ~512, 2048 and 6000 tokens of real news text plus a ~20-token question:
+For documents of ~512, 2048, 6000 and 16000 tokens (`--sizes`) of real news text plus a ~20-token question:
 - cold: `ask --mode exact` in this process (model loaded) with nothing stored: the model reads it all;
 - warm: a NEW process opens the store after ingest and asks the same prompt: blocks come from memory;
 - in that warm process, the time to load and verify the stored blocks (store digest + bound fields +
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import news_corpus, run_cli, write_results  # noqa: E402
 
-SIZES = (512, 2048, 6000)
+SIZES = (512, 2048, 6000, 16000)
 QUESTION = "\n\nQuestion: Which places and people are named in the first article above?\nAnswer:"
 WARM_RUNS = 3
 
@@ -96,12 +96,16 @@ def main(args: argparse.Namespace) -> int:
     from grm.runtime import Runtime
 
     threads = args.threads or 2
-    sizes = (512, 1024) if getattr(args, "quick", False) else SIZES
+    from grm.models import DEFAULT_MODEL
+
+    model = args.model or DEFAULT_MODEL
+    sizes = (512, 1024) if getattr(args, "quick", False) else tuple(args.sizes)
     work = Path(tempfile.mkdtemp(prefix="grm-bench-exact-"))
     store = work / "store"
     rows, prompts, colds = [], [], []
     with Runtime.open(store=store, model=args.model, threads=threads) as rt:
         tok = rt.lm.tokenizer
+        dtype = str(rt.lm.model.dtype).replace("torch.", "")
         for i, size in enumerate(sizes):
             doc = build_doc(tok, size, offset=40 * i)
             prompt = doc + QUESTION
@@ -130,7 +134,10 @@ def main(args: argparse.Namespace) -> int:
             "blocks": w["blocks"], "payload_mb": w["payload_bytes"] / 1e6,
             "load_verify_s": w["load_verify_s"], "raw_read_hash_s": w["raw_read_hash_s"],
             "load_over_raw": w["load_verify_s"] / w["raw_read_hash_s"], "ingest_s": ingest_s,
+            "chain_bytes_per_token": w["payload_bytes"] / doc_tokens,
         })
+    store_bytes = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+    doc_tokens_total = sum(c[1] for c in colds)
     targets = {"speedup_2048_ge_10": None, "speedup_6000_ge_25": None,
                "memory_share_ge_0.99": all(r["memory_share_of_document"] >= 0.99 for r in rows),
                "load_over_raw_le_1.5": all(r["load_over_raw"] <= 1.5 for r in rows)}
@@ -140,23 +147,29 @@ def main(args: argparse.Namespace) -> int:
         if abs(r["doc_tokens"] - 6000) < 400:
             targets["speedup_6000_ge_25"] = r["speedup_side_by_side"] >= 25
     table = ["| doc tokens | cold TTFT (side by side; first, this process) | warm TTFT (median of 3; first) | "
-             "speed-up | from memory (doc) | load+verify | raw read+SHA-256 | ratio |",
-             "|---|---|---|---|---|---|---|---|"]
+             "speed-up | from memory (doc) | load+verify | raw read+SHA-256 | ratio | blocks read per token |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         table.append(
             f"| {r['doc_tokens']} | {r['cold_side_by_side_s']:.3f} s; {r['cold_ttft_s']:.3f} s | "
             f"{r['warm_ttft_median_s']:.3f} s; {r['warm_ttft_first_s']:.3f} s | {r['speedup_side_by_side']:.1f}x | "
             f"{r['memory_share_of_document']:.1%} | "
-            f"{r['load_verify_s'] * 1000:.0f} ms | {r['raw_read_hash_s'] * 1000:.0f} ms | {r['load_over_raw']:.2f} |")
-    table += ["", "Targets: " + ", ".join(f"{k}: {v}" for k, v in targets.items()),
+            f"{r['load_verify_s'] * 1000:.0f} ms | {r['raw_read_hash_s'] * 1000:.0f} ms | {r['load_over_raw']:.2f} | "
+            f"{r['chain_bytes_per_token'] / 1e3:.1f} KB |")
+    table += ["", f"Store on disk after ingesting the {len(rows)} documents (default layout: chain blocks and "
+              f"sections): {store_bytes / 1e6:.1f} MB, {store_bytes / doc_tokens_total / 1e3:.1f} KB per document token.",
+              "", "Targets: " + ", ".join(f"{k}: {v}" for k, v in targets.items()),
               "", "Warm = a new process asking from the store; cold = in that same process, alternating with the "
               "warm asks, the same prompt read with no memory (sinks + every token, model loaded): the ratio is "
               "side by side, so machine load hits both alike. The first cold ask (first process, before ingest) "
-              "is listed too. Question ~20 tokens; TTFT = ask call to first generated token; 2 torch threads.",
+              f"is listed too. Question ~20 tokens; TTFT = ask call to first generated token; {threads} torch threads.",
               "Load+verify = the store's verified reads (2 threads) + bound-field checks + parsing; raw = plain "
               "read + SHA-256 of the same files, one thread."]
-    write_results("exact", {"model": args.model or "smollm2-135m", "threads": threads, "rows": rows,
-                            "targets": targets}, table, "grm bench exact --threads 2",
+    name, flag = ("exact", "") if model == DEFAULT_MODEL else (f"exact-{model}", f" --model {model}")
+    sized = "" if tuple(args.sizes) == SIZES else " --sizes " + ",".join(map(str, args.sizes))
+    write_results(name, {"model": model, "dtype": dtype, "threads": threads, "rows": rows, "targets": targets,
+                         "store_bytes": store_bytes, "store_bytes_per_doc_token": store_bytes / doc_tokens_total},
+                  [f"{model} ({dtype})", ""] + table, f"grm bench exact --threads {threads}{flag}{sized}",
                   quick=getattr(args, "quick", False))
     print("\n".join(table))
     return 0
@@ -166,4 +179,6 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--warm":
         warm(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
     else:
-        run_cli(main)
+        run_cli(main, lambda p: p.add_argument(
+            "--sizes", type=lambda t: [int(x) for x in t.split(",")], default=list(SIZES),
+            help="document sizes in tokens, comma-separated (default %(default)s)"))

@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import news_corpus, run_cli, write_results  # noqa: E402
+from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 
 SEED = 20261129
 SECTION_TOKENS = 512  # SmolLM2-135M recalls far better from short sections (5/5 vs 2/5 at 1,500 in a probe)
@@ -199,6 +200,7 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
     probes = []
     t0 = time.perf_counter()
     with Runtime.open(store=work / "store", model=args.model, threads=threads) as rt:
+        dtype = str(rt.lm.model.dtype).replace("torch.", "")
         ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0]
         ingest_s = time.perf_counter() - t0
         for qi, fact in enumerate(facts):
@@ -207,7 +209,7 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
             print(f"[{qi + 1}/{len(facts)}] {fact['answer']} plain={row['plain']['memory'][:30]!r} "
                   f"primed={row['primed']['memory'][:30]!r} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
     totals, lines = forms_table(probes, "split", ("tune", "held-out", "blind", "all"))
-    table = [f"{args.model or 'smollm2-135m'}, fp32, greedy, {max_new} new tokens; {len(facts)} invented facts "
+    table = [f"{args.model or DEFAULT_MODEL}, {dtype}, greedy, {max_new} new tokens; {len(facts)} invented facts "
              f"({FORMS_TUNE} on recall.py's templates = the lead rules' tune set, {FORMS_HELD} on questions.py's "
              f"held-out templates, {FORMS_BLIND} on its blind ones) at depths 1%-99% of the first {FORMS_ARTICLES} Lee news articles "
              f"({ingest.blocks} sections, ingest "
@@ -216,7 +218,7 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
              "if the 4-digit answer appears. See bench/recall.py (`--forms`).", "", FORMS_TUNED, "", *lines]
     cmd = f"python bench/recall.py --forms --threads {threads}" + (f" --model {args.model}" if args.model else "")
     write_results("recall-forms" + (f"-{args.model}" if args.model else ""),
-                  {"model": args.model or "smollm2-135m", "threads": threads, "sections": ingest.blocks,
+                  {"model": args.model or DEFAULT_MODEL, "threads": threads, "sections": ingest.blocks,
                    "ingest_s": ingest_s, "totals": totals, "probes": probes, "seconds": time.perf_counter() - t0},
                   table, cmd)
     print("\n".join(table[:8]))
@@ -378,7 +380,7 @@ def main(args: argparse.Namespace) -> int:
               f"{long_rows['rag-text']['median_ttft_s']:.3f} s = {long_rows['ttft_ratio_rag_over_exact_section']:.1f}x; "
               f"correct {long_rows['exact-section']['correct']} vs {long_rows['rag-text']['correct']}.",
               "Targets: " + ", ".join(f"{k}: {v}" for k, v in summary["targets"].items())]
-    write_results("recall", {"model": args.model or "smollm2-135m", "threads": threads, "summary": summary,
+    write_results("recall", {"model": args.model or DEFAULT_MODEL, "threads": threads, "summary": summary,
                              "modes": rows}, table, "grm bench recall --threads 2", quick=quick)
     print("\n".join(table))
     return 0

@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import news_corpus, run_cli, write_results  # noqa: E402
+from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = 8
@@ -234,7 +235,7 @@ def conversations(srv: Server, tenant: str, model: str, doc: str, turns: int, ma
 
 def main(args: argparse.Namespace) -> int:
     quick = getattr(args, "quick", False)
-    model = "tiny-random-llama" if quick else (args.model or "smollm2-135m")
+    model = "tiny-random-llama" if quick else (args.model or DEFAULT_MODEL)
     threads = args.threads or 2
     n = getattr(args, "requests", None) or (40 if quick else 200)  # per side
     turns = 3 if quick else TURNS
@@ -300,7 +301,7 @@ def reuse_by_turn(conv: list[dict]) -> str:
 def chat_only(args: argparse.Namespace) -> int:
     """Only the 10-turn conversations (`python bench/serve.py --chat-only`): history reuse per turn,
     written to bench/results/serve-chat.{json,md}."""
-    model = args.model or "smollm2-135m"
+    model = args.model or DEFAULT_MODEL
     work = Path(tempfile.mkdtemp(prefix="grm-bench-serve-chat-"))
     srv = Server(work / "store", model, args.threads or 2, ("chat",))
     try:

@@ -12,6 +12,8 @@ CPU, where GRM computes in fp32, storing bf16 would NOT be exact).
 
 from __future__ import annotations
 
+from grm.models.registry import DEFAULT_MODEL
+
 import json
 import struct
 import sys
@@ -64,7 +66,7 @@ def main(args) -> int:
     from bench._common import write_results
     from tests.conftest import lorem
 
-    model = getattr(args, "model", None) or "smollm2-135m"
+    model = getattr(args, "model", None) or DEFAULT_MODEL
     text = lorem(6 if getattr(args, "quick", False) else 24, seed=11)
     r = measure(model, text, getattr(args, "threads", 2) or 2)
     raw = r["raw"]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import run_cli, write_results  # noqa: E402
+from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 from recall import SEED, SECTION_TOKENS, ask_gold, build_corpus, make_facts  # noqa: E402
 
 PARTS = 4
@@ -173,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
 
     stages = ["exact", *budgets]
     ceiling = f"{sum(a['ceiling']['correct'] for a in answers if 'ceiling' in a)}/{n_facts}"
-    table = [f"# Tiering: {args.model or 'smollm2-135m'}, {tokens} corpus tokens in {PARTS} documents + "
+    table = [f"# Tiering: {args.model or DEFAULT_MODEL}, {tokens} corpus tokens in {PARTS} documents + "
              f"{PARTS} chat turns, {n_facts} facts", "",
              "Bytes per tier over time (footprint = payload bytes the rows name + log + rows, grm/store/tiering.py; "
              "kept = documents, facts, sinks, codebooks; disk = du of the folder):", "",
@@ -203,7 +204,7 @@ def main(args: argparse.Namespace) -> int:
                      f"{r['drop']} | {r['trained_codebooks'] or '-'} | {r['fact_grafts_moved']} / {r['fact_grafts']} | {r['after_bytes'] / 1e6:.1f} |")
     cmd = "python bench/tiering.py" + (f" --model {args.model}" if args.model else "") + (
         "" if quick else f" --articles {articles} --facts {n_facts}")
-    write_results("tiering", {"model": args.model or "smollm2-135m", "corpus_tokens": tokens, "facts": n_facts,
+    write_results("tiering", {"model": args.model or DEFAULT_MODEL, "corpus_tokens": tokens, "facts": n_facts,
                               "policy": POLICY, "evict_keep": EVICT_KEEP,
                               "parts": PARTS, "budgets": budgets, "full_exact_footprint": full, "timeline": timeline,
                               "runs": runs, "answers": answers, "seconds": round(time.perf_counter() - t0, 1)},
