@@ -582,7 +582,7 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
         name, flag = f"{name}-{args.model}", f"{flag} --model {args.model}"
     if args.extractor != "rule":
         name, flag = f"{name}-{args.extractor}", f"{flag} --extractor {args.extractor}"
-    if args.lead != "model":
+    if args.lead != "auto":
         name, flag = f"{name}-lead-{args.lead}", f"{flag} --lead {args.lead}"
     if args.order != "relevance":
         name, flag = f"{name}-order-{args.order}", f"{flag} --order {args.order}"
@@ -603,8 +603,8 @@ def _flags(p: argparse.ArgumentParser) -> None:
                         "model extractor, corrections and abstention")
     p.add_argument("--extractor", default="rule", choices=("rule", "model", "both"),
                    help="who reads plain-words updates in the memory chats (RuntimeConfig.extractor; default rule)")
-    p.add_argument("--lead", default="model", choices=("rules", "model", "off"),
-                   help="how answers are begun (RuntimeConfig.lead; default model)")
+    p.add_argument("--lead", default="auto", choices=("auto", "rules", "model", "off"),
+                   help="how answers are begun (RuntimeConfig.lead; default auto)")
     p.add_argument("--order", default="relevance", choices=("relevance", "time"),
                    help="routed grafts in the arena (RuntimeConfig.order; default relevance)")
     p.add_argument("--checks", action="store_true",

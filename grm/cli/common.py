@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grm.cli.terminal import json_text, say, waiting
+from grm.models.registry import DEFAULT_MODEL
 from grm.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -102,9 +103,10 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reread", default="auto", choices=Choices("grm.runtime.config", "REREAD"), metavar="WHEN",
                    help="%(choices)s: read a graft's text instead of mounting its K/V where that costs no more "
                         "(auto, default: costs measured once per model and machine), never, or always")
-    p.add_argument("--lead", default="model", choices=Choices("grm.runtime.config", "LEADS"), metavar="HOW",
-                   help="%(choices)s: begin a plain question's answer from its words by the rules, then the "
-                        "model where no rule applies (default), by the rules only, or not at all")
+    p.add_argument("--lead", default="auto", choices=Choices("grm.runtime.config", "LEADS"), metavar="HOW",
+                   help="%(choices)s: begin a plain question's answer from its words: auto (default) is off for "
+                        "a model with a chat template and model otherwise; rules; model (the rules, then the "
+                        "model where no rule applies); off (the question plain)")
     p.add_argument("--extractor", default="rule", choices=Choices("grm.runtime.config", "EXTRACTORS"), metavar="WHO",
                    help="%(choices)s: who reads a plain-words update of a fact memory holds (\"changed the wifi pw "
                         "to X\"): the rules (default), the model shown the turn and the facts held, or the rules "
@@ -135,8 +137,8 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
                    help="owner of the memory: 1-64 letters, digits, '_', '.', '-', not starting with '_' "
                    "(default: default)")
     g.add_argument("--model", metavar="NAME|PATH", default=d["model"],
-                   help="a registry name (smollm2-135m, gemma3-270m, random:llama-3-8b, ...), a local HF "
-                   "folder or a local .gguf file (default smollm2-135m)")
+                   help=f"a registry name ({DEFAULT_MODEL}, smollm2-135m, gemma3-270m, random:llama-3-8b, ...), a "
+                   f"local HF folder or a local .gguf file (default {DEFAULT_MODEL})")
     g.add_argument("--threads", type=positive_int, metavar="N", default=d["threads"],
                    help="torch threads (default: all cores; more than the cores here is clamped)")
     g.add_argument("--json", action="store_true", default=d["json"], help="print only JSON on stdout")

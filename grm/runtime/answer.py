@@ -102,6 +102,15 @@ _LEAD_PREP = ("in", "on", "at")
 _FIT_PREP = re.compile(r"\s+(in|on|at|with|from|by|near|under|behind|inside|beside)\b", re.IGNORECASE)
 
 
+def lead_for(lm: LoadedModel) -> str:
+    """What RuntimeConfig.lead "auto" is for `lm`: "off" where the model is asked through its own
+    chat template (an instruct model that reads a plain question), else "model" (the rules, then
+    the model). On Qwen2.5-Coder-1.5B, sets written blind, from memory, the leads never beat the
+    plain question: FRESH-17 7/30 with and without (bench/results/fidelity-fresh17-*), recurring-b
+    20/20 with rules, rules-then-model and none, recurring-a 18/20 with and without (reading-*)."""
+    return "off" if lm.tokenizer.template is not None else "model"
+
+
 def fit_lead(lead: str | None, read: Iterable[str], question: str = "") -> str | None:
     """`lead` fitted to the texts read before the question:
 

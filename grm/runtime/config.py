@@ -16,7 +16,7 @@ from grm.store.tenant import check_tenant
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
 REREAD = ("auto", "never", "always")
-LEADS = ("rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)  # mount or re-read a routed graft (grm/grafts/reread.py)
+LEADS = ("auto", "rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)  # mount or re-read a routed graft (grm/grafts/reread.py)
 ORDERS = ("relevance", "time")  # routed grafts in the arena (RuntimeConfig.order)
 EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (RuntimeConfig.extractor)
 LAYOUTS = ("both", "chain", "sections")  # both: chain blocks and sections, sharing the first block
@@ -49,9 +49,12 @@ class RuntimeConfig:
     # per graft: "auto" re-reads its text where that costs no more than mounting its K/V (costs
     # measured once per model and machine, composition risk counted); "never" mounts; "always" reads
     reread: str = "auto"
-    # the answer begun from the question's words: "model" (default: the rules, then the model for a
-    # question they do not cover; bench/results/questions-smollm2-135m.md), "rules", "off" (plain)
-    lead: str = "model"
+    # the answer begun from the question's words: "model" (the rules, then the model for a question
+    # they do not cover; bench/results/questions-smollm2-135m.md), "rules", "off" (plain); "auto"
+    # (default): "off" for a model asked through its chat template (an instruct model reads a plain
+    # question; from memory the leads tie it on blind sets: grm/runtime/answer.lead_for), "model"
+    # for one without (SmolLM2 does not read a plain question)
+    lead: str = "auto"
     channel: str = "combined"  # graft routing channel: combined | lexical | dense
     # routed grafts in the arena: "relevance" (least relevant first, the best next to the question)
     # or "time" (oldest first: what was said last is read last, as a conversation reads)

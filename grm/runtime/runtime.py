@@ -34,7 +34,7 @@ from grm.kv.place import HostBuffers
 from grm.models import LoadedModel, load_model
 from grm.route import Channels
 from grm.runtime import answer as pipeline
-from grm.runtime.answer import Context, Generation, Ready, question_text
+from grm.runtime.answer import Context, Generation, Ready, lead_for, question_text
 from grm.runtime.chat import ChatSession
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig
 from grm.runtime.documents import Documents
@@ -97,6 +97,8 @@ class Runtime:
         lm = load_model(config.model, config.cache_dir, log=log.info, device=config.device, dtype=config.dtype)
         if not lm.for_answers:
             log.warning("%s has random weights: its answers are meaningless (for speed and memory only)", lm.name)
+        if config.lead == "auto":
+            config = replace(config, lead=lead_for(lm))
         dialect = dialect_for(lm.model)
         result = self_test(dialect, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT))
         st = open_backend(config.store, master_key=config.master_key, durability=config.durability,

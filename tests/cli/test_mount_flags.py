@@ -16,7 +16,7 @@ def test_every_command_that_mounts_takes_the_same_flags(command):
     assert mount_options(args) == {"repair": 3, "blend": 0.2, "reread": "never", "lead": "rules",
                                    "extractor": "rule"}
     defaults = build_parser().parse_args(command)
-    assert mount_options(defaults) == {"repair": 0, "blend": 0.0, "reread": "auto", "lead": "model",
+    assert mount_options(defaults) == {"repair": 0, "blend": 0.0, "reread": "auto", "lead": "auto",
                                        "extractor": "rule"}
 
 

@@ -78,3 +78,12 @@ def test_a_chat_turn_is_the_users_message(rt):
     session = rt.chat(clear_context=True)
     reply = session.send("My locker code is 3318.")
     assert reply.harvested and reply.tokens_from_memory >= len(rt.lm.tokenizer.sink_ids)
+
+
+def test_lead_auto_is_off_through_a_template_and_the_rules_then_the_model_without(make_runtime, tmp_path):
+    """RuntimeConfig.lead "auto" (the default) resolves when the model is known: an instruct model
+    asked through its chat template reads the question plain; a model without one is led."""
+    chat = make_runtime(model="tiny-random-llama-chat", store=tmp_path / "a")
+    plain = make_runtime(model="tiny-random-llama", store=tmp_path / "b")
+    assert (chat.config.lead, plain.config.lead) == ("off", "model")
+    assert make_runtime(model="tiny-random-llama-chat", store=tmp_path / "c", lead="rules").config.lead == "rules"
