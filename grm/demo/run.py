@@ -41,7 +41,8 @@ class DemoDoc:
 # Questions chosen (as the issue asks) among 4-8 candidates per document as ones SmolLM2 answers
 # right when it reads the document in context (cold, plain question, default answer lead) AND warm
 # (the segmented reading: a question whose warm answer differed was dropped); the needle is in the
-# last article of each document. Both answers are checked every run.
+# last article of each document. Qwen2.5-Coder-1.5B, the default since, answers all three right
+# cold and warm (bench/results/demo.md). Both answers are checked every run.
 DOCS = (
     DemoDoc("news-500.txt", 12, 13, "Where is the SAARC summit?", "Nepal"),
     DemoDoc("news-2k.txt", 40, 49, "How many hectares have the fires burned?", "800 hectares"),
@@ -237,10 +238,11 @@ def _chart(rows: list[dict], path: Path) -> None:
         d.text((x, base + 8), f"{r['doc_tokens']} tokens ({r['speedup']:.0f}x)", fill="black", font=small)
     title = "document size in tokens (speed-up of warm over cold)"
     d.text((left + (w - left - right - d.textlength(title, font=small)) / 2, base + 40), title, fill="black", font=small)
-    d.rectangle((w - 210, 50, w - 196, 64), fill="#c0504d")
-    d.text((w - 190, 48), "cold (reads it all)", fill="black", font=small)
-    d.rectangle((w - 210, 72, w - 196, 86), fill="#4f81bd")
-    d.text((w - 190, 70), "warm (K/V from store)", fill="black", font=small)
+    # the legend above the plot (a tall bar's label never lies under it)
+    d.rectangle((w - 210, 12, w - 196, 26), fill="#c0504d")
+    d.text((w - 190, 10), "cold (reads it all)", fill="black", font=small)
+    d.rectangle((w - 210, 32, w - 196, 46), fill="#4f81bd")
+    d.text((w - 190, 30), "warm (K/V from store)", fill="black", font=small)
     img.save(path)
 
 
