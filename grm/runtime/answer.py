@@ -281,8 +281,9 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     Without a routed graft that is not already in the prompt (or when the floor says memory holds
     nothing on it) this is `plan_exact`, and the whole prompt is stored."""
     at = prompt.rfind(recall) if recall.strip() else -1
-    split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0
-    query, routed, got = route_memory(ctx, recall) if split > 0 else (recall, [], None)
+    split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0  # 0: no history (a chat template's first
+    # user message starts right after the sinks, which hold the template's head)
+    query, routed, got = route_memory(ctx, recall) if at >= 0 else (recall, [], None)
     # memory already in the prompt is not mounted again, and an earlier exchange that asked this
     # very message adds nothing but its old answer (an echo)
     routed = [r for r in routed if r.graft.text.strip() not in prompt

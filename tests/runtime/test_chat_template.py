@@ -87,3 +87,15 @@ def test_lead_auto_is_off_through_a_template_and_the_rules_then_the_model_withou
     plain = make_runtime(model="tiny-random-llama", store=tmp_path / "b")
     assert (chat.config.lead, plain.config.lead) == ("off", "model")
     assert make_runtime(model="tiny-random-llama-chat", store=tmp_path / "c", lead="rules").config.lead == "rules"
+
+
+def test_a_served_first_message_gets_the_memory_routed_for_it(rt):
+    """The server's chat (exact mode with `recall`): through a template, the first user message
+    starts right after the sinks (the template's head); memory routed for it is mounted before it,
+    as for a later message."""
+    user = "What is the station near the harbor?"
+    prompt = CHATML.head + user + CHATML.user_end
+    ans = rt.ask(prompt, mode="exact", chat=True, store_prompt=True, recall=user, max_new_tokens=2)
+    assert any(m.get("source") not in ("prompt", None) for m in ans.mounted), ans.mounted
+    again = rt.ask(prompt, mode="exact", chat=True, store_prompt=True, recall=user, max_new_tokens=2)
+    assert again.tokens_from_memory > ans.tokens_from_memory - 2  # the stored prompt hits next time
