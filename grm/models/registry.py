@@ -86,7 +86,7 @@ MODELS: dict[str, ModelSpec] = {
     )
 }
 
-# The default reader: Qwen2.5-Coder-1.5B-Instruct reads plain questions (in context 17/18 on facts
-# asked in paraphrase where SmolLM2-135M gets 2/18; bench/results/reading-*.md from memory).
+# The default reader: Qwen2.5-Coder-1.5B-Instruct reads plain questions (bench/results/reading-*.md:
+# blind sets from memory 18/20 and 20/20; fidelity-fresh17-*: updates, where it is still weak).
 # SmolLM2 and the tiny random models stay for fast tests.
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
