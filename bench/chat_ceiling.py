@@ -125,7 +125,7 @@ def window_answers(rt, turns: list[str], probes: list[str], max_new: int) -> tup
     from grm.kv import cache_from_kv
     from grm.kv.cache import crop
     from grm.kv.forward import prefill
-    from grm.runtime.answer import with_lead
+    from grm.runtime.question import with_lead
     from grm.runtime.chat import TURN_STOPS, turn_read
     from grm.runtime.generate import greedy
 
@@ -160,7 +160,7 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
     """sinks + each item read as text (a str is tokenized, a list is token ids) + the probe turn."""
     from grm.kv import cache_from_kv
     from grm.kv.forward import prefill
-    from grm.runtime.answer import with_lead
+    from grm.runtime.question import with_lead
     from grm.runtime.chat import TURN_STOPS, turn_read
     from grm.runtime.generate import greedy
 

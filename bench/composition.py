@@ -51,7 +51,7 @@ def answer(rt, grafts, order: list[int], method: str, question: str) -> tuple[st
     from grm.grafts.blend import BlendConfig
     from grm.kv import cache_from_kv
     from grm.kv.forward import prefill
-    from grm.runtime.answer import question_text
+    from grm.runtime.question import question_text
     from grm.runtime.generate import greedy
 
     tok, model = rt.lm.tokenizer, rt.lm.model

@@ -49,7 +49,7 @@ def final_fact(statement: str, update: str, i: int):
 
 def renderings(rt) -> dict:
     import fidelity
-    from grm.runtime.answer import with_lead
+    from grm.runtime.question import with_lead
     from grm.runtime.chat import TURN_STOPS, turn_read
     from grm.runtime.lead import spoken_back
     from grm.runtime.policy_glue import fact_text
@@ -80,7 +80,7 @@ def renderings(rt) -> dict:
 def when_tail(rt) -> dict:
     import chat_ceiling
     import fidelity
-    from grm.runtime.answer import fit_lead
+    from grm.runtime.question import fit_lead
     from grm.runtime.chat import TURN_PROMPT, TURN_STOPS
     from grm.runtime.lead import answer_lead
 

@@ -253,7 +253,7 @@ def has(answer: str, value: str) -> bool:
 def in_context(rt, turns: list[tuple[str, str]], question: str) -> str:
     """The ceiling: the same turns read as text in context, in order, then the question (after
     it the lead the memory chat reads, grm.runtime.chat.turn_read)."""
-    from grm.runtime.answer import with_lead
+    from grm.runtime.question import with_lead
     from grm.runtime.chat import TURN_STOPS, exchange_text, transcript, turn_read
 
     template = rt.lm.tokenizer.template

@@ -8,7 +8,7 @@ only the question's form and the model vary. Every fact is asked two ways:
   templates),
 each in three forms: plain ("Question: q\\nAnswer:"), primed (the benchmark's hand-written lead:
 "...\\nAnswer: The number that opens the X vault is") and derived (grm/runtime/lead.py's rules,
-fitted to the article read as the pipeline fits them to what it mounts, grm/runtime/answer.fit_lead:
+fitted to the article read as the pipeline fits them to what it mounts, grm/runtime/question.fit_lead:
 since session 12 a label asked is led by the label, "Room", where the text says it before a value;
 a question no rule covers is asked plain, counted under `derived`, and its coverage reported).
 Splits: `tune`: recall.py's 5 templates, which the lead rules were written against; `held-out`:
@@ -195,7 +195,7 @@ def ask_read(rt, read, seat: int, question: str, lead: str | None) -> str:
     """The answer to `question` (begun with `lead`, if any) after the article `read`."""
     from grm.kv import cache_from_kv
     from grm.kv.forward import prefill
-    from grm.runtime.answer import led
+    from grm.runtime.question import led
     from grm.runtime.generate import greedy
 
     tok, lm = rt.lm.tokenizer, rt.lm.model
@@ -210,7 +210,7 @@ def ask_model(model: str, threads: int, store: Path, split_facts: dict[str, list
     """Every split's facts asked in every form; `only`: just these splits (each split still reads
     the articles it reads in a full run)."""
     from grm.runtime import Runtime
-    from grm.runtime.answer import fit_lead
+    from grm.runtime.question import fit_lead
     from grm.runtime.lead import answer_lead
     from grm.runtime.model_lead import ModelLead
 
@@ -284,10 +284,10 @@ def _table(res: dict) -> list[str]:
 
 def ask_fitted(model: str, threads: int, store: Path, split_facts: dict[str, list[dict]], docs: list[str],
                only: tuple[str, ...] | None = None) -> list[dict]:
-    """`--fitted`: every probe whose lead the text read changes (grm/runtime/answer.fit_lead: a
+    """`--fitted`: every probe whose lead the text read changes (grm/runtime/question.fit_lead: a
     label said before a value, a preposition), asked with the rules' lead as it was and as fitted."""
     from grm.runtime import Runtime
-    from grm.runtime.answer import fit_lead
+    from grm.runtime.question import fit_lead
     from grm.runtime.lead import answer_lead
 
     rows, skip = [], 0
@@ -313,7 +313,7 @@ def ask_fitted(model: str, threads: int, store: Path, split_facts: dict[str, lis
 
 
 def _fitted_table(rows: list[dict]) -> list[str]:
-    out = ["Probes whose lead the article read changes (grm/runtime/answer.fit_lead), in context; the label forms "
+    out = ["Probes whose lead the article read changes (grm/runtime/question.fit_lead), in context; the label forms "
            "were written after reading SEALED-6's rows (so SEALED-6 is tuned), SEALED-7 is excluded from this run "
            "unless named.", "", "| split | probes | rules' lead | fitted lead |", "|---|---|---|---|"]
     for split in dict.fromkeys(r["split"] for r in rows):

@@ -116,7 +116,8 @@ def read_texts(rt, runs: list[list[int]], question: str, max_new: int, prefix: d
     from grm.kv import cache_from_kv
     from grm.kv.cache import crop
     from grm.kv.forward import prefill
-    from grm.runtime.answer import question_read, with_lead
+    from grm.runtime.answer import question_read
+    from grm.runtime.question import with_lead
     from grm.runtime.generate import greedy
 
     tok, model = rt.lm.tokenizer, rt.lm.model

@@ -55,7 +55,7 @@ CHAT_EXPECTED = "4471"
 
 
 def prompt_of(doc: DemoDoc, text: str) -> str:
-    from grm.runtime.answer import question_text
+    from grm.runtime.question import question_text
 
     return text + question_text(doc.question)
 

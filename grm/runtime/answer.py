@@ -41,43 +41,18 @@ from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
-from grm.models.template import ChatTemplate
 from grm.policy.align import related
 from grm.route.lexical import _STOP, _WORD
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
-from grm.runtime.lead import answer_lead, asked_label
+from grm.runtime.lead import answer_lead
+from grm.runtime.question import fit_lead, label_lead, led, question_text, with_lead
 from grm.sections import SectionMemory
 
 if TYPE_CHECKING:
     from grm.runtime.policy_glue import PolicyGlue
 
 log = logging.getLogger("grm")
-QUESTION_TEMPLATE = "\n\nQuestion: {q}\nAnswer:"
-
-
-def question_text(question: str, lead: bool = True, template: ChatTemplate | None = None) -> str:
-    """The text read after memory: the question template, with the answer started from the
-    question's own words where a rule covers it (grm/runtime/lead.py: "What is the X?" -> "The X
-    is"; bench/results/questions.md: SmolLM2 12/20 plain, 20/20 so led, same text in context);
-    a question that already starts its own answer ("...?\nAnswer: The X is") is kept as it is
-    (through a chat template: that start begins the assistant's reply)."""
-    q = question.strip()
-    if "\nAnswer:" in q:
-        if template is not None:
-            asked, _, start = q.partition("\nAnswer:")
-            return led(asked.strip(), start.strip() or None, template)
-        return f"\n\nQuestion: {q}"
-    return led(q, answer_lead(q) if lead else None, template)
-
-
-def led(question: str, lead: str | None, template: ChatTemplate | None = None) -> str:
-    """The question template with `lead` (if any) begun after "Answer:"; through a chat template,
-    the question ends the user's message (after a blank line, below what memory put there) and the
-    lead begins the assistant's reply."""
-    if template is not None:
-        return "\n\n" + template.user_turn(question) + (lead or "")
-    return QUESTION_TEMPLATE.format(q=question) + (f" {lead}" if lead else "")
 
 
 def question_read(ctx: Context, question: str, read: Iterable[str] = ()) -> tuple[list[int], str | None]:
@@ -96,69 +71,6 @@ def question_read(ctx: Context, question: str, read: Iterable[str] = ()) -> tupl
         lead = ctx.model_lead(q)
     lead = fit_lead(lead, read, q)
     return tok.encode(led(q, lead, tok.template)), lead
-
-
-_LEAD_PREP = ("in", "on", "at")
-_FIT_PREP = re.compile(r"\s+(in|on|at|with|from|by|near|under|behind|inside|beside)\b", re.IGNORECASE)
-
-
-def lead_for(lm: LoadedModel) -> str:
-    """What RuntimeConfig.lead "auto" is for `lm`: "off" where the model is asked through its own
-    chat template (an instruct model that reads a plain question), else "model" (the rules, then
-    the model). On Qwen2.5-Coder-1.5B, sets written blind, from memory, the leads never beat the
-    plain question: FRESH-17 7/30 with and without (bench/results/fidelity-fresh17-*), recurring-b
-    20/20 with rules, rules-then-model and none, recurring-a 18/20 with and without (reading-*)."""
-    return "off" if lm.tokenizer.template is not None else "model"
-
-
-def fit_lead(lead: str | None, read: Iterable[str], question: str = "") -> str | None:
-    """`lead` fitted to the texts read before the question:
-
-    - `question` asks a label's value ("Which room of the X Hotel is reserved for ...?",
-      grm/runtime/lead.asked_label) and a text read says that label before a value ("Room 5986
-      of the X Hotel"): the lead is the label alone ("Room"). SmolLM2 then says the value where a
-      lead in the question's words drifted ("The room is reserved for the keynote speaker"; the
-      label led 12/12 on the three such templates of bench/data/sealed/questions-sealed6.json,
-      the rules' leads 7/12: read after that split's blind run, so tuned on it; on SEALED-2..5,
-      which never informed it, 21/24 against 13/24: bench/results/questions-fitted.md).
-    - `lead` ending in a preposition the rules guessed ("Where is the printer?" -> "The printer
-      is in") takes the one a text read says after the same words instead ("The printer is on
-      floor 5" -> "The printer is on"): a small model follows the lead's "in" away from a fact
-      said with "on".
-
-    The first text (best routed) that says the words decides; none: unchanged. `read` is
-    iterated only this far: a lazy one costs nothing for a lead with neither."""
-    if question and asked_label(question):
-        read = list(read)
-        if label := label_lead(question, read):
-            return label
-    words = (lead or "").split()
-    if len(words) < 3 or words[-1].casefold() not in _LEAD_PREP:
-        return lead
-    stem = " ".join(words[:-1])
-    said = re.compile(re.escape(stem).replace(r"\ ", r"\s+") + _FIT_PREP.pattern, re.IGNORECASE)
-    for text in read:
-        if m := said.search(text):
-            return f"{stem} {m[1].casefold()}"
-    return lead
-
-
-def label_lead(question: str, read: Iterable[str]) -> str | None:
-    """The label `question` asks the value of (grm/runtime/lead.asked_label), capitalized, where a
-    text `read` says it before a value ("Room" for "Which room ...?" after "Room 6493 of ..."),
-    else None (`fit_lead`)."""
-    label = asked_label(question)
-    if not label:
-        return None
-    said = re.compile(rf"\b{re.escape(label.split()[-1])}\s*[:#]?\s*[A-Za-z]{{0,3}}-?\d", re.IGNORECASE)
-    return label[0].upper() + label[1:] if any(said.search(text) for text in read) else None
-
-
-def with_lead(lead: str | None, text: str) -> str:
-    """The generated text after the lead it continues (nothing generated: nothing)."""
-    if not lead or not text:
-        return text
-    return lead + ("" if text[0] in ",.;:!?'" else " ") + text
 
 
 @dataclass

@@ -40,10 +40,10 @@ from grm.grafts.floor import asks_memory
 from grm.kv import cache_from_kv, crop, kv_from_cache
 from grm.kv.forward import prefill
 from grm.models.template import ChatTemplate
-from grm.runtime.answer import (Generation, Ready, fit_lead, graft_mount, mount, mount_routed,
-                                route_grafts, route_memory, run, with_lead)
+from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, route_memory, run
 from grm.runtime.lead import answer_lead
 from grm.runtime.policy_glue import evidence_id
+from grm.runtime.question import fit_lead, with_lead
 
 if TYPE_CHECKING:
     from grm.runtime.answer import Context

@@ -52,7 +52,7 @@ class RuntimeConfig:
     # the answer begun from the question's words: "model" (the rules, then the model for a question
     # they do not cover; bench/results/questions-smollm2-135m.md), "rules", "off" (plain); "auto"
     # (default): "off" for a model asked through its chat template (an instruct model reads a plain
-    # question; from memory the leads tie it on blind sets: grm/runtime/answer.lead_for), "model"
+    # question; from memory the leads tie it on blind sets: grm/runtime/question.lead_for), "model"
     # for one without (SmolLM2 does not read a plain question)
     lead: str = "auto"
     channel: str = "combined"  # graft routing channel: combined | lexical | dense

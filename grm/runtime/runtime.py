@@ -34,7 +34,8 @@ from grm.kv.place import HostBuffers
 from grm.models import LoadedModel, load_model
 from grm.route import Channels
 from grm.runtime import answer as pipeline
-from grm.runtime.answer import Context, Generation, Ready, lead_for, question_text
+from grm.runtime.answer import Context, Generation, Ready
+from grm.runtime.question import lead_for, question_text
 from grm.runtime.chat import ChatSession
 from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig
 from grm.runtime.documents import Documents

@@ -208,7 +208,7 @@ def test_a_fact_graft_is_said_back_then_asked_and_answered(statement, subject, p
     (None, ["The printer is on floor 5."], None),
 ])
 def test_a_guessed_preposition_follows_the_text_read(lead, read, want):
-    from grm.runtime.answer import fit_lead
+    from grm.runtime.question import fit_lead
     from grm.runtime.chat import turn_read
 
     assert fit_lead(lead, read) == want
@@ -255,8 +255,8 @@ def test_a_word_memory_never_held_is_asked_in_a_related_one_it_did(make_runtime)
      "The number that opens the Plox vault is"),
 ])
 def test_a_label_asked_leads_with_the_label_where_the_text_read_says_it(question, read, want):
-    """"Which room ...?" is led by "Room" where a text read says "Room 6493" (grm/runtime/answer.fit_lead)."""
-    from grm.runtime.answer import fit_lead
+    """"Which room ...?" is led by "Room" where a text read says "Room 6493" (grm/runtime/question.fit_lead)."""
+    from grm.runtime.question import fit_lead
     from grm.runtime.chat import turn_read
     from grm.runtime.lead import answer_lead
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from grm.runtime.answer import question_text
+from grm.runtime.question import question_text
 from grm.runtime.lead import answer_lead, spoken_back
 
 
