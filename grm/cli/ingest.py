@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grm.cli.common import Choices, byte_count, emit, open_runtime, show_progress
+from grm.cli.common import Choices, byte_count, emit, open_runtime, show_progress, store_root
 from grm.cli.terminal import say
 from grm.cli.tier import add_budget_flag, after_write
 from grm.errors import UserInputError
+from grm.store.opener import disk_bytes
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -20,9 +21,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "sent to it as ingest jobs (no model loaded here; a line on stderr names it); a flag it "
                        "cannot honour (another --model, --block-tokens or --section-tokens) is an error naming it.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
-    p.add_argument("--layout", default="both", choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
-                   help="%(choices)s; chain: blocks read front to back (prefix reuse); sections: each section "
-                   "alone; both: chain blocks and sections, sharing the first block (default %(default)s)")
+    p.add_argument("--layout", default=None, choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
+                   help="%(choices)s; seen (default): sections, and a document's chain blocks stored when a "
+                   "prompt first reads it (one layout's bytes); both: chain and sections now; chain: blocks "
+                   "read front to back (prefix reuse); sections: each section alone")
     p.add_argument("--block-tokens", type=int, default=512, metavar="N",
                    help="token budget of one chain block (default 512)")
     p.add_argument("--section-tokens", type=int, default=512, metavar="N",
@@ -44,11 +46,15 @@ def run(args: argparse.Namespace) -> int:
                          "store_budget": ("--store-budget", args.store_budget)})
     if server is not None:
         return through(server, docs, args)
+    location = store_root(args)
+    on_disk = disk_bytes(location)  # measured with the store closed, before and after; None: Redis
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
         before = stored_bytes(rt.store, args.tenant)
-        results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
+        results = rt.ingest(docs, progress=show_progress(args), **({} if args.layout is None else {"layout": args.layout}))
         added = stored_bytes(rt.store, args.tenant) - before
         tiering = after_write(rt, args.store_budget)
+    if on_disk is not None:  # a local store: what the ingest left in its folder (closed: WAL folded in)
+        added = disk_bytes(location) - on_disk
     tokens = sum(r.tokens for r in results)
     out = {"documents": len(results), "blocks": sum(r.blocks for r in results),
            "computed": sum(r.computed for r in results), "tokens": tokens, "stored_bytes": added,
@@ -67,6 +73,8 @@ def through(server, docs: list, args: argparse.Namespace) -> int:
         raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
     from tqdm import tqdm
 
+    from grm.runtime.config import DEFAULT_LAYOUT
+
     results = []
     with tqdm(desc="ingest", unit="block", leave=False, disable=not show_progress(args)) as bar:
         def progress(done: int, total: int) -> None:
@@ -75,7 +83,7 @@ def through(server, docs: list, args: argparse.Namespace) -> int:
             bar.refresh()
 
         for doc in docs:
-            res = server.ingest(doc.name, doc.text, args.layout or "both", progress)
+            res = server.ingest(doc.name, doc.text, args.layout or DEFAULT_LAYOUT, progress)
             if res.get("truncated_bytes"):
                 say(f"grm: {doc.name}: {res['truncated_bytes']} bytes past the model's window were not stored as "
                     "chain blocks", file=sys.stderr)
@@ -90,6 +98,7 @@ def through(server, docs: list, args: argparse.Namespace) -> int:
 
 
 def stored_bytes(store, tenant: str) -> int:
-    """Payload bytes the tenant's records hold (a payload shared within a kind counted once)."""
+    """Payload bytes the tenant's records hold (a payload shared within a kind counted once): what
+    a Redis store reports; a local store reports its folder's growth on disk instead."""
     kinds = store.stats().get("tenants", {}).get(tenant, {})
     return sum(k.get("payload_bytes", 0) for k in kinds.values())

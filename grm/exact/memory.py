@@ -190,15 +190,18 @@ class ExactMemory:
 
     # ----- ingest ------------------------------------------------------------------------------
     def ingest(self, text: str, name: str, progress: Callable[[int], None] | None = None,
-               document: bool = True) -> IngestResult:
+               document: bool = True, first: int | None = None) -> IngestResult:
         """Store the chain blocks of `text` (idempotent; resumes where a killed ingest stopped), and
-        the document record unless `document` is False (the caller writes it)."""
+        the document record unless `document` is False (the caller writes it). `first`: store only
+        the first N blocks (the `seen` layout: a prompt that reads the document stores the rest,
+        `continuation`); the result still names every planned block."""
         sinks = self.sinks()
         limit = self.dialect.max_positions - self.config.window_reserve - sinks.tokens
         blocks, fps, truncated = self._plan(text, limit)
-        missing = next((i for i, fp in enumerate(fps) if not self.stored(fp)), len(fps))
+        todo = len(fps) if first is None else min(first, len(fps))
+        missing = next((i for i, fp in enumerate(fps[:todo]) if not self.stored(fp)), todo)
         computed = 0
-        if missing < len(fps):
+        if missing < todo:
             # Rebuild the cache up to the first missing block from memory, then compute the rest.
             prefix = self._walk(blocks[:missing], fps[:missing])
             cache = cache_from_kv(prefix.kv)
@@ -206,7 +209,7 @@ class ExactMemory:
             if progress:
                 progress(start)
             seat = prefix.tokens
-            for i in range(start, len(blocks)):
+            for i in range(start, todo):
                 block, fp = blocks[i], fps[i]
                 parent = fps[i - 1] if i else self.sink_fp
                 prefill(self.lm.model, cache, list(block.ids), seat)
@@ -218,7 +221,7 @@ class ExactMemory:
                 if progress:
                     progress(1)
         elif progress:
-            progress(len(blocks))
+            progress(todo)
         if document:
             self.put_document(text, name, "chain", fps)
         return IngestResult(name, len(blocks), computed, sum(len(b.ids) for b in blocks), truncated, fps)
@@ -232,6 +235,38 @@ class ExactMemory:
         if sections is not None:
             meta["sections"] = sections
         self.store.put(self.tenant, DOCUMENT, hashlib.sha256(data).hexdigest(), payload=data, meta=meta)
+
+    def continuation(self, prompt: str, fps: list[str], pos: int) -> list[tuple[Block, str, dict]]:
+        """The chain blocks a `seen` document planned right after the matched path `fps`, not yet
+        stored, that the prompt goes on with (their bytes follow at byte `pos`): (block, key, meta
+        to store it with). Reading and storing them as ingest would makes the next prompt that
+        starts with the document hit them all. Found by the document rows' planned keys (no
+        payload read unless one continues the path); the blocks are re-planned from the document's
+        verified text and used only if they fingerprint to the planned keys."""
+        if not fps:
+            return []
+        n, data = len(fps), prompt.encode()
+        limit = self.dialect.max_positions - self.config.window_reserve - len(self.sink_ids)
+        for doc in self.store.records(self.tenant, DOCUMENT):
+            planned = doc.meta.get("blocks")
+            if (doc.state != "active" or doc.meta.get("layout") != "seen" or not isinstance(planned, list)
+                    or len(planned) <= n or planned[:n] != fps or self.stored(planned[n])):
+                continue
+            raw = self.store.read_payload(doc)
+            if raw is None:
+                continue
+            blocks, keys, _ = self._plan(raw.decode("utf-8"), limit)
+            if keys != planned:  # planned under another block size: not this runtime's chain
+                continue
+            out = []
+            for i in range(n, len(blocks)):
+                piece = blocks[i].text.encode()
+                if not data.startswith(piece, pos):
+                    break
+                out.append((blocks[i], keys[i], {"doc": doc.meta.get("name", ""), "index": i, "layout": "chain"}))
+                pos += len(piece)
+            return out
+        return []
 
     def chain_fingerprint(self, parent: str, text: str, ids: list[int]) -> str:
         """The key of a block of this tenant read after `parent` (a block key or the sinks')."""

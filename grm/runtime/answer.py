@@ -123,6 +123,7 @@ class Ready:
     routed: list[Routed] = field(default_factory=list)
     # store_prompt: (parent fingerprint, seat, text, ids) of each run that becomes a chain block
     blocks_to_store: list[tuple[str, int, str, list[int]]] = field(default_factory=list)
+    block_meta: dict[str, dict] = field(default_factory=dict)  # fingerprint -> meta a stored block gets
     prefix: Prefix | None = None  # exact mode: what memory served of the prompt
     abstained: bool = False  # nothing routed holds anything on the question: say so, generate nothing
     lead: str | None = None  # the answer's start read after the question (question_read): returned with it
@@ -157,31 +158,42 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
                matched: tuple | None = None) -> Ready:
     """[sinks | stored blocks the prompt starts with | the rest]. Blocks matched but not served (a
     check failed) are read one block per forward call with their stored ids, so the result is
-    bit-identical to a clean load; the rest is tokenized on its own. With `store_prompt` the rest
-    is cut into chain blocks (`prompt_blocks`) and each is stored after it is read."""
+    bit-identical to a clean load; the rest is tokenized on its own. A `seen` document the prompt
+    starts with has its unstored chain blocks read next, one forward call each as ingest reads
+    them, and stored (`ExactMemory.continuation`): the next such prompt hits the whole document.
+    With `store_prompt` the rest is cut into chain blocks (`prompt_blocks`) and each is stored
+    after it is read."""
     ex, tok = ctx.exact, ctx.lm.tokenizer
     prefix = ex.load_prefix(prompt, matched)
     kv, from_memory = prefix.kv, prefix.tokens
     runs = [list(b.ids) for b in prefix.pending]
     to_store: list[tuple[str, int, str, list[int]]] = []
-    if prefix.rest:
+    metas: dict[str, dict] = {}
+    rest = prefix.rest
+    parent = prefix.blocks[-1].key if prefix.blocks else ex.sink_fp
+    seat = prefix.tokens
+    if rest and not prefix.pending:
+        for block, fp, meta in ex.continuation(prompt, [r.key for r in prefix.blocks], prefix.matched_bytes):
+            runs.append(list(block.ids))
+            to_store.append((parent, seat, block.text, list(block.ids)))
+            metas[fp] = meta
+            parent, seat, rest = fp, seat + len(block.ids), rest[len(block.text):]
+    if rest:
         if store_prompt and not prefix.pending:
-            parent = prefix.blocks[-1].key if prefix.blocks else ex.sink_fp
-            seat = prefix.tokens
-            for block in prompt_blocks(prefix.rest, tok, ctx.config.block_tokens):
+            for block in prompt_blocks(rest, tok, ctx.config.block_tokens):
                 runs.append(list(block.ids))
                 to_store.append((parent, seat, block.text, list(block.ids)))
                 parent = ex.chain_fingerprint(parent, block.text, list(block.ids))
                 seat += len(block.ids)
         else:
-            runs.append(tok.encode(prefix.rest))
+            runs.append(tok.encode(rest))
     if not runs:  # the whole prompt is stored: re-read its last token for the next-token logits
         kv, from_memory = kv.slice(0, kv.tokens - 1), from_memory - 1
         runs = [[prefix.last_id]]
     ctx.check_window(kv.tokens + sum(map(len, runs)), max_new)
     arena = Arena(cache_from_kv(kv), kv.tokens, from_memory=from_memory)
     mounted = [block_mount(r, i) for i, r in enumerate(prefix.blocks)]
-    return Ready(arena, runs, "exact", mounted, blocks_to_store=to_store, prefix=prefix)
+    return Ready(arena, runs, "exact", mounted, blocks_to_store=to_store, block_meta=metas, prefix=prefix)
 
 
 def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prompt: bool = False) -> Ready:
@@ -468,7 +480,7 @@ def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
         logits = prefill(model, arena.cache, ids, seat)
         seat += len(ids)
     if ready.blocks_to_store:
-        harvest_blocks(ctx, arena, ready.blocks_to_store)
+        harvest_blocks(ctx, arena, ready.blocks_to_store, ready.block_meta)
     cancelled = []
     on_token = gen.on_token
     if on_token is not None:
@@ -483,15 +495,17 @@ def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
     return Generated(text, ids, ttft, seat, start, finish)
 
 
-def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str, list[int]]]) -> None:
+def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str, list[int]]],
+                   meta: dict[str, dict] | None = None) -> None:
     """Store the prompt's runs that were read as chain blocks (each read by its own forward call,
-    as ingest reads them), sliced out of the live cache before generation extends it."""
+    as ingest reads them), sliced out of the live cache before generation extends it; `meta`
+    names a block's document where it continues one (else it is the prompt's)."""
     ex = ctx.exact
     for parent, seat, text, ids in blocks:
         fp = ex.chain_fingerprint(parent, text, ids)
         if not ex.stored(fp):
             kv = kv_from_cache(arena.cache, seat, seat + len(ids))
-            ex.put_block(kv, fp, parent, seat, text, ids, {"doc": "prompt", "layout": "chain"})
+            ex.put_block(kv, fp, parent, seat, text, ids, (meta or {}).get(fp, {"doc": "prompt", "layout": "chain"}))
 
 
 def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:

@@ -19,7 +19,12 @@ REREAD = ("auto", "never", "always")
 LEADS = ("auto", "rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)  # mount or re-read a routed graft (grm/grafts/reread.py)
 ORDERS = ("relevance", "time")  # routed grafts in the arena (RuntimeConfig.order)
 EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (RuntimeConfig.extractor)
-LAYOUTS = ("both", "chain", "sections")  # both: chain blocks and sections, sharing the first block
+# seen (default): sections, and a document's chain blocks stored when a prompt first reads it (one
+# layout's bytes: bench/results/bytes-per-token.md); both: chain blocks and sections at ingest,
+# sharing the first block; chain; sections
+LAYOUTS = ("seen", "both", "chain", "sections")
+DEFAULT_LAYOUT = LAYOUTS[0]
+FIRST_BLOCKS = {"seen": 1}  # chain blocks a layout stores at ingest where not all (Runtime.plan_ingest)
 DURABILITY = DURABILITY_MODES  # defined by the store plane
 
 

@@ -37,7 +37,7 @@ from grm.runtime import answer as pipeline
 from grm.runtime.answer import Context, Generation, Ready
 from grm.runtime.question import lead_for, question_text
 from grm.runtime.chat import ChatSession
-from grm.runtime.config import ASK_MODES, LAYOUTS, RuntimeConfig
+from grm.runtime.config import ASK_MODES, DEFAULT_LAYOUT, FIRST_BLOCKS, LAYOUTS, RuntimeConfig
 from grm.runtime.documents import Documents
 from grm.runtime.files import Document, collect
 from grm.runtime.generate import Answer
@@ -145,11 +145,13 @@ class Runtime:
         return self._costs
 
     # ----- ingest ------------------------------------------------------------------------------
-    def ingest(self, paths: list[str | Path] | str | Path, layout: str = "both",
+    def ingest(self, paths: list[str | Path] | str | Path, layout: str = DEFAULT_LAYOUT,
                progress: bool = True) -> list[IngestResult]:
-        """Read files/folders once and store them (layout: `both` = chain blocks for prompts that
-        start with a document and sections for questions over the corpus, sharing their first
-        block; `chain`; `sections`). Raises UserInputError if nothing could be ingested; skips
+        """Read files/folders once and store them (layout: `seen`, the default = sections for
+        questions over the corpus, plus the document's first chain block; its other chain blocks
+        are stored when a prompt that starts with the document is first read (`plan_exact`), so
+        each byte of K/V is stored once per layout actually used; `both` = chain blocks and
+        sections now, sharing their first block; `chain`; `sections`). Raises UserInputError if nothing could be ingested; skips
         (with a warning) empty or binary files."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
@@ -158,7 +160,7 @@ class Runtime:
             raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
         return self._ingest(docs, layout, progress)
 
-    def ingest_text(self, text: str, name: str, layout: str = "both",
+    def ingest_text(self, text: str, name: str, layout: str = DEFAULT_LAYOUT,
                     progress: bool | Callable[[int], None] = False) -> IngestResult:
         """Store one document given as text (the server's documents endpoint); as `ingest`.
         `progress`: a bar on stderr, or a callable told each block done."""
@@ -166,18 +168,20 @@ class Runtime:
             raise UserInputError(f"document {name!r} is empty")
         return self._ingest([Document(name, text)], layout, progress)[0]
 
-    def plan_ingest(self, text: str, layout: str = "both") -> int:
+    def plan_ingest(self, text: str, layout: str = DEFAULT_LAYOUT) -> int:
         """How many distinct blocks ingesting `text` with `layout` stores or finds: the progress
         total, and the `blocks` of its IngestResult (a block chain and sections share counts once)."""
-        chain = self.exact.plan_keys(text) if layout in ("chain", "both") else []
-        sections = self.sections.keys(text) if layout in ("sections", "both") else []
+        chain = self.exact.plan_keys(text)[:FIRST_BLOCKS.get(layout)] if layout in ("chain", "both", "seen") else []
+        sections = self.sections.keys(text) if layout in ("sections", "both", "seen") else []
         return len(set(chain) | set(sections))
 
     def _ingest(self, docs: list[Document], layout: str,
                 progress: bool | Callable[[int], None]) -> list[IngestResult]:
         if layout not in LAYOUTS:
             raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
-        chain, sections = layout in ("chain", "both"), layout in ("sections", "both")
+        chain, sections = layout in ("chain", "both", "seen"), layout in ("sections", "both", "seen")
+        first = FIRST_BLOCKS.get(layout)  # `seen`: the chain's first block now (the first section, unless
+        # they tokenize differently), the rest when a prompt first reads the document (plan_exact)
         total = sum(self.plan_ingest(d.text, layout) for d in docs)
         results = []
         # The bar counts what the summary's `blocks` counts: each distinct block once, stored now or found
@@ -185,17 +189,19 @@ class Runtime:
                                    disable=not progress or callable(progress)) as bar:
             step = progress if callable(progress) else bar.update
             for doc in docs:
-                res = self.exact.ingest(doc.text, doc.name, step, document=False) if chain else None
+                res = self.exact.ingest(doc.text, doc.name, step, document=False, first=first) if chain else None
                 if sections:  # each section, read alone after the sinks, is also a graft
                     sec = self.sections.ingest(doc.text, doc.name, step, document=False,
-                                               counted=res.keys if res else ())
+                                               counted=res.keys[:first] if res else ())
                     self.grafts.adopt_blocks(doc.name, sec.keys)
+                # a `seen` document names its whole planned chain: the blocks a prompt stores later
                 self.exact.put_document(doc.text, doc.name, layout, res.keys if res else [],
                                         sec.keys if sections else None)
                 if res is None:
                     res = sec
                 elif sections:
-                    res = replace(res, blocks=len(set(res.keys) | set(sec.keys)), computed=res.computed + sec.computed)
+                    res = replace(res, blocks=len(set(res.keys[:first]) | set(sec.keys)),
+                                  computed=res.computed + sec.computed)
                 if res.truncated_bytes:
                     log.warning("%s: %d bytes past the model's window were not stored as chain blocks",
                                 doc.name, res.truncated_bytes)

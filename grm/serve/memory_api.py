@@ -32,6 +32,7 @@ from starlette.routing import Route
 from grm.policy.fact import LIFETIMES, words
 from grm.policy.commands import OPERATOR_SETTING
 from grm.policy.grammar import Correct, Forget, Remember, ReviewDecision, SetDurability, parse
+from grm.runtime.config import DEFAULT_LAYOUT, LAYOUTS
 from grm.serve.errors import ApiError, bad_request, not_found
 from grm.serve.http import read_json, tenant_of, wait_or_disconnect
 
@@ -263,11 +264,11 @@ async def add_document(request: Request) -> JSONResponse:
     if not isinstance(body, dict) or not isinstance(body.get("text"), str) or not body["text"].strip():
         raise bad_request("give the document as 'text' (UTF-8), with an optional 'name' and 'layout'", param="text")
     name = body.get("name") or "document"
-    layout = body.get("layout", "both")
+    layout = body.get("layout", DEFAULT_LAYOUT)
     if not isinstance(name, str) or len(name) > 256:
         raise bad_request("'name' must be a string of at most 256 characters", param="name")
-    if layout not in ("both", "chain", "sections"):
-        raise bad_request("'layout' must be both, chain or sections", param="layout")
+    if layout not in LAYOUTS:
+        raise bad_request(f"'layout' must be one of {', '.join(LAYOUTS)}", param="layout")
     job = request.app.state.engine.ingest(tenant_of(request), name, body["text"], layout)
     return JSONResponse(job.to_json(), status_code=202)
 

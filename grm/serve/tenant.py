@@ -132,7 +132,7 @@ class TenantMemory:
         or the job is stopped). A stopped ingest removes what it stored that no document uses."""
         rt = self.rt
         job.status = "running"
-        chain, sections = job.layout in ("chain", "both"), job.layout in ("sections", "both")
+        chain, sections = job.layout in ("chain", "both"), job.layout in ("sections", "both", "seen")
         try:
             if self.engine.config.tenant_bytes is not None and (why := self.engine._quota_reached(self.tenant)):
                 raise Stopped(why)
@@ -151,7 +151,8 @@ class TenantMemory:
             job.done, job.status = job.total, "done"
             self.engine.after_write(job.tenant)
         except Stopped as e:
-            owned = set(rt.exact.match(text)[1] if chain else ()) | set(rt.sections.keys(text) if sections else ())
+            owned = set(rt.exact.match(text)[1] if chain or job.layout == "seen" else ()) | set(
+                rt.sections.keys(text) if sections else ())
             removed = rt.documents().remove_blocks(owned)[0]
             job.status = "cancelled" if str(e) == "cancelled" else "failed"
             job.error = f"{e}; {removed} block(s) it stored were removed"

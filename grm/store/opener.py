@@ -55,3 +55,19 @@ def open_backend(location: str | os.PathLike, *, master_key: bytes | None = None
     from grm.store.store import Store
 
     return Store.open(StoreConfig(root=Path(location), master_key=master_key, **local))
+
+
+def disk_bytes(location: str | os.PathLike) -> int | None:
+    """Bytes of every file under a local store's folder (0 if it does not exist yet): payload files
+    as written (compressed, encrypted), log, checkpoints, catalog. Read with the store closed, it
+    is what a write left on disk; None for a Redis location (its bytes live in the server)."""
+    if is_redis(location):
+        return None
+    total = 0
+    for folder, _dirs, files in os.walk(Path(location)):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:  # removed while walking
+                pass
+    return total
