@@ -23,7 +23,7 @@ from tests.conftest import lorem
 def _ingest(rt, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text(lorem(12, 5))
-    rt.ingest([doc], progress=False)
+    rt.ingest([doc], layout="both", progress=False)  # the whole chain stored now: the loads are what is tested
     return doc.read_text()
 
 

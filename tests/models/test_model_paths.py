@@ -40,7 +40,7 @@ def _ingest_and_ask(model: str, tmp_path: Path) -> None:
     with Runtime.open(store=tmp_path / "store", model=model, threads=2, block_tokens=64, cache_dir=CACHE,
                       device="cpu", dtype="float32") as rt:  # the fp32 regime: its self-test bound
         assert rt.selftest.max_rel_error <= 1e-4
-        rt.ingest([tmp_path / doc_name], progress=False)
+        rt.ingest([tmp_path / doc_name], layout="both", progress=False)  # the whole chain stored at ingest
         answer = rt.ask(prompt, mode="exact", max_new_tokens=8)
         doc_tokens = len(rt.lm.tokenizer.encode(doc))
         assert answer.tokens_from_memory >= doc_tokens  # the document came from memory, not re-read
