@@ -236,37 +236,53 @@ class ExactMemory:
             meta["sections"] = sections
         self.store.put(self.tenant, DOCUMENT, hashlib.sha256(data).hexdigest(), payload=data, meta=meta)
 
-    def continuation(self, prompt: str, fps: list[str], pos: int) -> list[tuple[Block, str, dict]]:
-        """The chain blocks a `seen` document planned right after the matched path `fps`, not yet
-        stored, that the prompt goes on with (their bytes follow at byte `pos`): (block, key, meta
-        to store it with). Reading and storing them as ingest would makes the next prompt that
-        starts with the document hit them all. Found by the document rows' planned keys (no
-        payload read unless one continues the path); the blocks are re-planned from the document's
-        verified text and used only if they fingerprint to the planned keys."""
-        if not fps:
-            return []
-        n, data = len(fps), prompt.encode()
+    def continuation(self, prompt: str, matched: tuple[list[Block], list[str], int]
+                     ) -> tuple[tuple[list[Block], list[str], int], list[tuple[Block, str, dict]]]:
+        """A `seen` document's chain for a prompt that starts with it: (the path to load: its
+        stored leading chain blocks where they cover at least the bytes `matched` covers, else
+        `matched` itself; the planned blocks after them, not yet stored, that the prompt goes on
+        with, each as (block, key, meta to store it with)). Reading and storing those as ingest
+        would makes the next such prompt hit the whole document. The stored path replaces the
+        match where a section tied with the chain's first block (same text, other token ids: a
+        section is tokenized alone) and was matched instead. Found by the document rows' planned
+        keys; the blocks are re-planned from the document's verified text and used only if they
+        fingerprint to the planned keys."""
+        if not matched[1]:
+            return matched, []
+        data = prompt.encode()
         limit = self.dialect.max_positions - self.config.window_reserve - len(self.sink_ids)
         for doc in self.store.records(self.tenant, DOCUMENT):
             planned = doc.meta.get("blocks")
-            if (doc.state != "active" or doc.meta.get("layout") != "seen" or not isinstance(planned, list)
-                    or len(planned) <= n or planned[:n] != fps or self.stored(planned[n])):
+            if doc.state != "active" or doc.meta.get("layout") != "seen" or not isinstance(planned, list):
                 continue
+            k = next((i for i, key in enumerate(planned) if not self.stored(key)), len(planned))
+            if k == 0 or k == len(planned) or (planned[:len(matched[1])] != matched[1] and k < len(matched[1])):
+                continue  # nothing stored, nothing left to store, or another path
             raw = self.store.read_payload(doc)
             if raw is None:
                 continue
             blocks, keys, _ = self._plan(raw.decode("utf-8"), limit)
             if keys != planned:  # planned under another block size: not this runtime's chain
                 continue
-            out = []
-            for i in range(n, len(blocks)):
+            pos = 0
+            for i in range(k):
                 piece = blocks[i].text.encode()
                 if not data.startswith(piece, pos):
                     break
-                out.append((blocks[i], keys[i], {"doc": doc.meta.get("name", ""), "index": i, "layout": "chain"}))
                 pos += len(piece)
-            return out
-        return []
+            else:
+                if pos < matched[2]:
+                    continue
+                out = []
+                for i in range(k, len(blocks)):
+                    piece = blocks[i].text.encode()
+                    if not data.startswith(piece, pos):
+                        break
+                    out.append((blocks[i], keys[i], {"doc": doc.meta.get("name", ""), "index": i, "layout": "chain"}))
+                    pos += len(piece)
+                covered = sum(len(b.text.encode()) for b in blocks[:k])
+                return (blocks[:k], keys[:k], covered), out
+        return matched, []
 
     def chain_fingerprint(self, parent: str, text: str, ids: list[int]) -> str:
         """The key of a block of this tenant read after `parent` (a block key or the sinks')."""

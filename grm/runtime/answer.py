@@ -164,6 +164,7 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
     With `store_prompt` the rest is cut into chain blocks (`prompt_blocks`) and each is stored
     after it is read."""
     ex, tok = ctx.exact, ctx.lm.tokenizer
+    matched, unstored = ex.continuation(prompt, ex.match(prompt) if matched is None else matched)
     prefix = ex.load_prefix(prompt, matched)
     kv, from_memory = prefix.kv, prefix.tokens
     runs = [list(b.ids) for b in prefix.pending]
@@ -172,8 +173,8 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
     rest = prefix.rest
     parent = prefix.blocks[-1].key if prefix.blocks else ex.sink_fp
     seat = prefix.tokens
-    if rest and not prefix.pending:
-        for block, fp, meta in ex.continuation(prompt, [r.key for r in prefix.blocks], prefix.matched_bytes):
+    if rest and not prefix.pending and len(prefix.blocks) == len(matched[1]):
+        for block, fp, meta in unstored:
             runs.append(list(block.ids))
             to_store.append((parent, seat, block.text, list(block.ids)))
             metas[fp] = meta

@@ -103,3 +103,27 @@ def test_a_prompt_leaving_the_document_stores_only_whole_blocks_it_read(make_run
     before = set(blocks(rt))
     rt.ask("Something else entirely." + QUESTION, mode="exact", max_new_tokens=1)
     assert set(blocks(rt)) == before
+
+
+def test_a_section_tied_with_the_first_chain_block_does_not_stop_the_chain(make_runtime):
+    """A BPE tokenizer can read a section alone with other ids than the whole document gives its
+    first chain block: two stored records of the same text under the sinks, a tie for `match`. An
+    older such record (here a decoy with the ids reversed) must not keep the chain from loading
+    and being stored."""
+    from grm.kv import cache_from_kv, kv_from_cache
+
+    rt = make_runtime(block_tokens=48, section_tokens=48)
+    ex = rt.exact
+    first = split_blocks(DOC, rt.lm.tokenizer, 48)[0]
+    ids = list(reversed(first.ids))
+    assert ids != list(first.ids)
+    sinks = ex.sinks()
+    cache = cache_from_kv(sinks)
+    prefill(rt.lm.model, cache, ids, sinks.tokens)
+    decoy = ex.chain_fingerprint(ex.sink_fp, first.text, ids)
+    ex.put_block(kv_from_cache(cache, sinks.tokens, sinks.tokens + len(ids)), decoy, ex.sink_fp, sinks.tokens,
+                 first.text, ids, {"layout": "sections"})
+    rt.ingest_text(DOC, "doc")
+    assert ex.match(DOC + QUESTION)[1] == [decoy]  # the older record wins the tie in the catalog walk
+    ready = rt._plan(DOC + QUESTION, "exact", 1, False, True)
+    assert ready.prefix.blocks[0].key != decoy and ready.blocks_to_store
