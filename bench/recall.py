@@ -290,6 +290,8 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "forms", False):  # `grm bench NAME` passes only the common flags
         return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
+    args.layout = getattr(args, "layout", "sections")  # `grm bench recall` passes only the common flags
+    args.skip_slow = getattr(args, "skip_slow", False)
     n_facts = 12 if quick else 100
     none_every = 4 if quick else 5  # `none` reads a full window per question: a fixed subset
     threads = args.threads or 2
@@ -306,7 +308,7 @@ def main(args: argparse.Namespace) -> int:
                       graft_k=3) as rt:
         corpus_tokens = len(rt.lm.tokenizer.encode(corpus))
         t = time.perf_counter()
-        ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=sys.stderr.isatty())[0]
+        ingest = rt.ingest([work / "corpus.txt"], layout=args.layout, progress=sys.stderr.isatty())[0]
         ingest_s = time.perf_counter() - t
         for qi, fact in enumerate(facts):
             for channel in CHANNELS:
@@ -316,7 +318,7 @@ def main(args: argparse.Namespace) -> int:
             selected_ok = bool(hit) and fact["statement"] in (hit[0].record.text or "")
             if not selected_ok:
                 misses.append({"question": fact["question"], "selected": (hit[0].record.text or "")[:80] if hit else None})
-            modes = ["exact-section", "rag-text", "grafts"] + (["none"] if qi % none_every == 0 else [])
+            modes = ["exact-section", "rag-text", "grafts"] + (["none"] if qi % none_every == 0 and not args.skip_slow else [])
             for mode in modes:
                 rt.exact._sinks = None  # empty the runtime's own cache: reuse only from the store
                 a = rt.ask(fact["question"], mode=mode, max_new_tokens=max_new).to_json()
@@ -332,7 +334,8 @@ def main(args: argparse.Namespace) -> int:
             per_mode["ceiling"].append(gold)
             print(f"[{qi + 1}/{n_facts}] {fact['answer']} exact-section={per_mode['exact-section'][-1]['answer'][:40]!r}",
                   file=sys.stderr, flush=True)
-    long_rows = long_sections(args, threads, facts[: (4 if quick else LONG_SUBSET)], work / "corpus.txt", max_new)
+    long_rows = ({} if args.skip_slow else
+                 long_sections(args, threads, facts[: (4 if quick else LONG_SUBSET)], work / "corpus.txt", max_new))
     rows = {}
     for mode, answers in per_mode.items():
         if not answers:
@@ -358,7 +361,8 @@ def main(args: argparse.Namespace) -> int:
         "targets": {
             "exact_section_ge_95": es["correct"] >= 0.95 * n_facts,
             "exact_section_within_3_of_ceiling": es["correct"] >= rows["ceiling"]["correct"] - 3,
-            "ttft_10x_lower_than_rag_text_at_1500": long_rows["ttft_ratio_rag_over_exact_section"] >= 10,
+            "ttft_10x_lower_than_rag_text_at_1500": (long_rows["ttft_ratio_rag_over_exact_section"] >= 10
+                                                     if long_rows else None),
             "selection_ge_97pct": 1 - len(misses) / n_facts >= 0.97,
         },
     }
@@ -376,19 +380,27 @@ def main(args: argparse.Namespace) -> int:
               f"Ingest repaid after {summary['questions_to_repay_ingest'] or float('nan'):.0f} questions "
               "(vs re-reading the section as text).",
               f"`none` ran on {summary['none_subset']}: a full 8k window per question.",
-              f"With ~{LONG_SECTION_TOKENS}-token sections ({long_rows['exact-section']['questions']} questions): "
-              f"TTFT exact-section {long_rows['exact-section']['median_ttft_s']:.3f} s vs rag-text "
-              f"{long_rows['rag-text']['median_ttft_s']:.3f} s = {long_rows['ttft_ratio_rag_over_exact_section']:.1f}x; "
-              f"correct {long_rows['exact-section']['correct']} vs {long_rows['rag-text']['correct']}.",
+              (f"With ~{LONG_SECTION_TOKENS}-token sections ({long_rows['exact-section']['questions']} questions): "
+               f"TTFT exact-section {long_rows['exact-section']['median_ttft_s']:.3f} s vs rag-text "
+               f"{long_rows['rag-text']['median_ttft_s']:.3f} s = {long_rows['ttft_ratio_rag_over_exact_section']:.1f}x; "
+               f"correct {long_rows['exact-section']['correct']} vs {long_rows['rag-text']['correct']}."
+               if long_rows else "`--skip-slow`: no `none` mode, no long-section subset."),
+              f"Ingest layout: {args.layout}.",
               "Targets: " + ", ".join(f"{k}: {v}" for k, v in summary["targets"].items())]
-    write_results("recall", {"model": args.model or DEFAULT_MODEL, "threads": threads, "summary": summary,
-                             "modes": rows}, table, "grm bench recall --threads 2", quick=quick)
+    name = "recall" if args.layout == "sections" else f"recall-{args.layout}"
+    command = "grm bench recall --threads 2" + ("" if args.layout == "sections" else f" --layout {args.layout}")
+    write_results(name, {"model": args.model or DEFAULT_MODEL, "threads": threads, "layout": args.layout,
+                         "summary": summary, "modes": rows}, table, command + (" --skip-slow" if args.skip_slow else ""),
+                  quick=quick)
     print("\n".join(table))
     return 0
 
 
 def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--forms", action="store_true", help="plain vs primed questions, memory vs ceiling")
+    p.add_argument("--layout", default="sections", help="ingest layout (sections: the figure of record; the "
+                   "default `seen` stores the same section records)")
+    p.add_argument("--skip-slow", action="store_true", help="no `none` mode and no long-section subset")
 
 
 if __name__ == "__main__":

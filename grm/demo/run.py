@@ -3,7 +3,7 @@
 1. Three news documents of ~500, ~2,000 and ~6,000 tokens (the Lee corpus from the gensim wheel,
    fetched through pip once) are each asked a question COLD: the model reads the document and the
    question, nothing stored (`memory=False`).
-2. The documents are ingested (K/V stored once, default layout) and a short memory chat tells GRM
+2. The documents are ingested (layout `both`: chain blocks and sections) and a short memory chat tells GRM
    a fact, with the live context cleared every turn.
 3. A NEW process opens the store and asks the same prompts WARM (the documents' blocks come from
    stored K/V, only the question is read), and asks the chat's question in a new chat with a
@@ -133,7 +133,9 @@ def run_demo(args) -> int:
                 bar.set_postfix_str(f"{d.name}: the model reads it all")
                 cold.append(rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens))
         out(f"3/4 storing the documents' K/V once, and telling a chat a fact: {CHAT_FACT!r} ...")
-        rt.ingest([corpus / d.name for d in DOCS], progress=show)
+        # `both`: the warm prompts start with these documents, so their chain blocks are stored now
+        # (the default `seen` would store them at the first warm prompt, which would read them)
+        rt.ingest([corpus / d.name for d in DOCS], layout="both", progress=show)
         chat = rt.chat(clear_context=True)
         told = [chat.send(t) for t in tqdm((CHAT_FACT, CHAT_FILLER), desc="chat", unit="turn", disable=not show,
                                              leave=False)]

@@ -233,7 +233,7 @@ def test_gemma3_and_gpt2_exact_restore_is_bit_identical(make_runtime, tmp_path):
     doc.write_text(DOC, encoding="utf-8")
     for model in ("tiny-random-gemma3", "tiny-random-gpt2"):
         rt = make_runtime(model=model, store=tmp_path / model, block_tokens=64)
-        rt.ingest([doc], progress=False)
+        rt.ingest([doc], layout="chain", progress=False)
         cold = cold_two_stage_logits(rt, PROMPT)
         warm, prefix = warm_logits(rt, PROMPT)
         assert len(prefix.blocks) > 3
