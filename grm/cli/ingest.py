@@ -21,10 +21,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        "sent to it as ingest jobs (no model loaded here; a line on stderr names it); a flag it "
                        "cannot honour (another --model, --block-tokens or --section-tokens) is an error naming it.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to read")
-    p.add_argument("--layout", default=None, choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
-                   help="%(choices)s; seen (default): sections, and a document's chain blocks stored when a "
-                   "prompt first reads it (one layout's bytes); both: chain and sections now; chain: blocks "
-                   "read front to back (prefix reuse); sections: each section alone")
+    p.add_argument("--layout", default="seen", choices=Choices("grm.runtime.config", "LAYOUTS"), metavar="LAYOUT",
+                   help="%(choices)s; seen: sections, and a document's chain blocks stored when a prompt first "
+                   "reads it (one layout's bytes); both: chain blocks and sections now, sharing the first block; "
+                   "chain: blocks read front to back (prefix reuse); sections: each section alone "
+                   "(default %(default)s)")
     p.add_argument("--block-tokens", type=int, default=512, metavar="N",
                    help="token budget of one chain block (default 512)")
     p.add_argument("--section-tokens", type=int, default=512, metavar="N",
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     on_disk = disk_bytes(location)  # measured with the store closed, before and after; None: Redis
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
         before = stored_bytes(rt.store, args.tenant)
-        results = rt.ingest(docs, progress=show_progress(args), **({} if args.layout is None else {"layout": args.layout}))
+        results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
         added = stored_bytes(rt.store, args.tenant) - before
         tiering = after_write(rt, args.store_budget)
     if on_disk is not None:  # a local store: what the ingest left in its folder (closed: WAL folded in)
@@ -73,8 +74,6 @@ def through(server, docs: list, args: argparse.Namespace) -> int:
         raise UserInputError("nothing could be ingested (every file was empty, binary or unreadable)")
     from tqdm import tqdm
 
-    from grm.runtime.config import DEFAULT_LAYOUT
-
     results = []
     with tqdm(desc="ingest", unit="block", leave=False, disable=not show_progress(args)) as bar:
         def progress(done: int, total: int) -> None:
@@ -83,7 +82,7 @@ def through(server, docs: list, args: argparse.Namespace) -> int:
             bar.refresh()
 
         for doc in docs:
-            res = server.ingest(doc.name, doc.text, args.layout or DEFAULT_LAYOUT, progress)
+            res = server.ingest(doc.name, doc.text, args.layout, progress)
             if res.get("truncated_bytes"):
                 say(f"grm: {doc.name}: {res['truncated_bytes']} bytes past the model's window were not stored as "
                     "chain blocks", file=sys.stderr)

@@ -239,8 +239,8 @@ class ExactMemory:
     def continuation(self, prompt: str, matched: tuple[list[Block], list[str], int]
                      ) -> tuple[tuple[list[Block], list[str], int], list[tuple[Block, str, dict]]]:
         """A `seen` document's chain for a prompt that starts with it: (the path to load: its
-        stored leading chain blocks where they cover at least the bytes `matched` covers, else
-        `matched` itself; the planned blocks after them, not yet stored, that the prompt goes on
+        stored leading chain blocks where they and the planned blocks the prompt goes on with cover
+        at least the bytes `matched` covers, else `matched` itself; the planned blocks after them, not yet stored, that the prompt goes on
         with, each as (block, key, meta to store it with)). Reading and storing those as ingest
         would makes the next such prompt hit the whole document. The stored path replaces the
         match where a section tied with the chain's first block (same text, other token ids: a
@@ -271,16 +271,17 @@ class ExactMemory:
                     break
                 pos += len(piece)
             else:
-                if pos < matched[2]:
-                    continue
-                out = []
+                covered, out = pos, []
                 for i in range(k, len(blocks)):
                     piece = blocks[i].text.encode()
                     if not data.startswith(piece, pos):
                         break
                     out.append((blocks[i], keys[i], {"doc": doc.meta.get("name", ""), "index": i, "layout": "chain"}))
                     pos += len(piece)
-                covered = sum(len(b.text.encode()) for b in blocks[:k])
+                if pos < matched[2]:  # the match (a longer first section) covers more than the chain would
+                    continue
+                # the chain, stored and to store, covers at least what was matched: load its stored part
+                # (a section longer than the first block then costs its extra tokens once, on this prompt)
                 return (blocks[:k], keys[:k], covered), out
         return matched, []
 

@@ -174,7 +174,9 @@ class Documents:
                 txn.delete(self.tenant, DOCUMENT, doc.key)
         if self.on_removed is not None:
             self.on_removed([g.key for g in grafts])
-        return len(rows), len(grafts), len(archived), len(owned & shared), freed
+        # kept: stored blocks only (a `seen` document names chain blocks no prompt has stored yet)
+        kept = sum(self.store.get(self.tenant, BLOCK, k) is not None for k in owned & shared)
+        return len(rows), len(grafts), len(archived), kept, freed
 
 
 def _tokens(block: Record) -> int:

@@ -9,7 +9,7 @@
     POST   /v1/memories/{id}/correct   {"memory": S}: a new node superseding it
     GET    /v1/review                  pending review items
     POST   /v1/review/{id}/approve|reject
-    POST   /v1/documents               {"name", "text", "layout": both|chain|sections}: an ingest job (202)
+    POST   /v1/documents               {"name", "text", "layout": seen (default)|both|chain|sections}: an ingest job (202)
     GET    /v1/jobs/{id}               the job's status and progress
     POST   /v1/jobs/{id}/cancel        stop it (a running one after its current block)
     GET    /v1/documents               documents;  GET|DELETE /v1/documents/{id}

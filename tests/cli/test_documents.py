@@ -38,7 +38,7 @@ def _ingest(grm, tmp_path):
     (docs / "two.txt").write_text(TWO, encoding="utf-8")
     store = tmp_path / "s"
     code, out, err = grm("ingest", docs, "--store", store, "--model", TINY, "--threads", 1, "--json",
-                         "--block-tokens", 128, "--section-tokens", 128)
+                         "--block-tokens", 128, "--section-tokens", 128, "--layout", "both")
     assert code == 0, err
     return docs, store, json.loads(out)
 

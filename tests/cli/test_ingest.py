@@ -118,5 +118,5 @@ def test_the_ingest_layout_default_is_the_runtimes_and_the_help_says_it():
 
     parser = build_parser()._subparsers._group_actions[0].choices["ingest"]
     default = inspect.signature(Runtime.ingest).parameters["layout"].default
-    assert parser.parse_args(["x"]).layout == default == "both"
-    assert "(default both)" in " ".join(parser.format_help().split())
+    assert parser.parse_args(["x"]).layout == default == "seen"
+    assert "(default seen)" in " ".join(parser.format_help().split())
