@@ -181,7 +181,7 @@ def main(args: argparse.Namespace) -> int:
     write_results("bytes-per-token", {"threads": threads, "rows": rows, "benchmarks": {
         k: ({"command": v.get("command"), "date": v.get("date"), "rows": v.get("rows"), "modes": v.get("modes")}
             if v else None) for k, v in bench.items()}}, table,
-        f"python bench/bytes_per_token.py --threads 1 --doc-tokens {doc_tokens}"
+        f"python bench/bytes_per_token.py --threads {threads} --doc-tokens {doc_tokens}"
         + "".join(f" --{k.replace('_', '-')} {getattr(args, k)}" for k in bench if getattr(args, k)),
         quick=args.quick)
     print("\n".join(table))

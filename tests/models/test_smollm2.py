@@ -74,7 +74,7 @@ def test_exact_memory_on_smollm2(tmp_path):
     with Runtime.open(store=tmp_path / "s", model="smollm2-135m", threads=2, block_tokens=64,
                       cache_dir=CACHE, dtype="float32") as rt:  # the fp32 regime: its self-test bound
         assert rt.selftest.max_rel_error <= 1e-4
-        rt.ingest([tmp_path / doc_name], progress=False)
+        rt.ingest([tmp_path / doc_name], layout="both", progress=False)  # every chain block now
         tok = rt.lm.tokenizer
         cache, seat = new_cache(), 0
         for ids in [list(tok.sink_ids)] + [list(b.ids) for b in split_blocks(doc, tok, 64)]:
