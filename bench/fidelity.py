@@ -551,7 +551,7 @@ def main(args: argparse.Namespace) -> int:
         tmp = Path(d)
         if not args.checks:
             with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24,
-                              extractor=args.extractor, lead=args.lead, order=args.order) as rt:
+                              extractor=args.extractor, lead=args.lead, order=args.order, **floor(args)) as rt:
                 res["dtype"] = str(rt.lm.model.dtype).replace("torch.", "")
                 res["updates"] = [updates(rt.for_tenant(split), split) for split in (args.splits or UPDATES)]
                 if args.splits:  # only these updates splits: no extractor, corrections or abstention
@@ -559,12 +559,18 @@ def main(args: argparse.Namespace) -> int:
                 res["model_extractor"] = model_extractor(rt)
             print("updates done", file=sys.stderr)
         with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24,
-                          extractor=args.extractor, lead=args.lead, order=args.order) as rt:
+                          extractor=args.extractor, lead=args.lead, order=args.order, **floor(args)) as rt:
             res["corrections"] = corrections(rt)
         print("corrections done", file=sys.stderr)
-        with Runtime.open(store=tmp / "abstention", model=args.model, threads=threads, max_new_tokens=24) as rt:
+        with Runtime.open(store=tmp / "abstention", model=args.model, threads=threads, max_new_tokens=24,
+                          **floor(args)) as rt:
             res["abstention"] = abstention(rt)
     return _write(res, args, t0, threads)
+
+
+def floor(args: argparse.Namespace) -> dict:
+    """The runtime's abstain floor where `--abstain-floor` names one (grm/grafts/floor.py)."""
+    return {} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}
 
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
@@ -586,6 +592,9 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
         name, flag = f"{name}-lead-{args.lead}", f"{flag} --lead {args.lead}"
     if args.order != "relevance":
         name, flag = f"{name}-order-{args.order}", f"{flag} --order {args.order}"
+    if args.abstain_floor is not None:
+        res["abstain_floor"] = args.abstain_floor
+        name, flag = f"{name}-floor-{args.abstain_floor:g}", f"{flag} --abstain-floor {args.abstain_floor:g}"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0
@@ -607,6 +616,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    help="how answers are begun (RuntimeConfig.lead; default auto)")
     p.add_argument("--order", default="relevance", choices=("relevance", "time"),
                    help="routed grafts in the arena (RuntimeConfig.order; default relevance)")
+    p.add_argument("--abstain-floor", type=float, default=None, metavar="F",
+                   help="the runtime's abstain floor (RuntimeConfig.abstain_floor; 0: abstain only where nothing "
+                        "is routed; default: the runtime's)")
     p.add_argument("--checks", action="store_true",
                    help="only the corrections and abstention checks (no updates splits, no model extractor)")
 
