@@ -126,7 +126,7 @@ def cold_phase(args: argparse.Namespace, work: Path) -> list[dict]:
             del cache
             torch.save(two_stage.cpu(), work / f"cold{i}.pt")
             (work / f"doc{i}.txt").write_text(doc, encoding="utf-8")
-            _r, ingest_s = _timed(lambda: rt.ingest([work / f"doc{i}.txt"], progress=False), dev)
+            _r, ingest_s = _timed(lambda: rt.ingest([work / f"doc{i}.txt"], layout="both", progress=False), dev)
             rows.append({"tokens": seat + len(tok.encode(QUESTION)), "doc_tokens": len(tok.encode(doc)),
                          "cold_s": min(colds), "cold_first_s": colds[0], "ingest_s": ingest_s})
             (work / f"prompt{i}.txt").write_text(prompt, encoding="utf-8")

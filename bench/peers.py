@@ -170,6 +170,10 @@ def worker_prepare(work: Path) -> None:
             rt.ingest([work / f"doc-{size}.txt"], progress=False)
             ingest_s = time.perf_counter() - t
             grown = store_bytes(store) - before
+            # the default layout (`seen`) stores the document's chain when a prompt first reads it: that
+            # first prompt, here, is what the state llama.cpp restores was made by (its one read)
+            rt.ask(text, mode="exact", max_new_tokens=1)
+            grown_first = store_bytes(store) - before
             prompt = exact_prompt(rt.ctx, text, False)
             blocks, _fps, covered = rt.exact.match(prompt)
             prefix_ids = sinks + [i for b in blocks for i in b.ids]
@@ -193,6 +197,7 @@ def worker_prepare(work: Path) -> None:
                         "sink_tokens": len(sinks), "prefix_ids": prefix_ids, "rest_ids": rest_ids,
                         "grm_cold_ttft_s": cold.ttft_s, "grm_cold_prompt_tokens": cold.prompt_tokens,
                         "grm_cold_answer": cold.answer, "ingest_s": ingest_s, "store_grew_bytes": grown,
+                        "store_grew_after_first_prompt_bytes": grown_first,
                         "store_bytes_per_doc_token": grown / doc_tokens, "floor_prefix_prefill_s": floor_prefix_s,
                         "floor_ttft_s": median(floors), "floor_ttft_runs_s": floors, "floor_copy_s": median(copies),
                         "floor_first_token": token, "floor_first_piece": tok.decode([token])})

@@ -21,10 +21,13 @@ from typing import Protocol
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from grm.kv.payload import KV
 
 LOOKAHEAD = 2  # layers prefetched ahead of the one the model is writing (lazy path)
+ROOM_MIN = 256  # tokens of room an arena layer's buffer keeps past its end (at least)
+ROOM_SHARE = 4  # ... and at least 1/ROOM_SHARE of its length: a decode of n tokens copies the layer O(log n) times
 
 
 def is_accelerator(device: torch.device | str) -> bool:
@@ -97,6 +100,48 @@ class BlockingCopier:
         return None
 
 
+class ArenaLayer(DynamicLayer):
+    """A cache layer that grows in place. `keys`/`values` are views of the first tokens of a buffer
+    with room after them (ROOM_MIN, ROOM_SHARE), so reading a token writes it there instead of
+    concatenating the whole layer into a new tensor (DynamicLayer: O(tokens) copied per decoded
+    token, ~340 MB a token for Qwen2.5-1.5B's 6k-token arena in fp32).
+
+    Invariant: the buffer is this layer's alone. Keys set from outside (a mount's views of stored
+    K/V, a copy moved to the device, blend's recomputed tensors) are not views of it, so the next
+    update copies them into a new buffer: stored K/V are never written. `crop` keeps the buffer
+    (the next tokens overwrite the dropped ones): a view taken before a crop must be copied first,
+    as `kv_from_cache` does."""
+
+    _buf: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n, add = self.get_seq_length(), key_states.shape[-2]
+        if add == 0 and n == 0:
+            return self.keys, self.values
+        buf = self._buf
+        if (buf is None or n + add > buf[0].shape[-2] or buf[0].device != key_states.device
+                or (n and self.keys.data_ptr() != buf[0].data_ptr()) or self.keys.dtype != buf[0].dtype):
+            cap = n + add + max(ROOM_MIN, (n + add) // ROOM_SHARE)
+            shape = (*key_states.shape[:-2], cap, key_states.shape[-1])
+            keys = torch.empty(shape, dtype=key_states.dtype, device=key_states.device)
+            values = torch.empty((*shape[:-1], value_states.shape[-1]), dtype=value_states.dtype,
+                                 device=value_states.device)
+            if n:
+                keys[..., :n, :].copy_(self.keys)
+                values[..., :n, :].copy_(self.values)
+            self._buf = buf = (keys, values)
+        buf[0][..., n:n + add, :].copy_(key_states)
+        buf[1][..., n:n + add, :].copy_(value_states)
+        self.keys, self.values = buf[0][..., :n + add, :], buf[1][..., :n + add, :]
+        return self.keys, self.values
+
+    def reset(self) -> None:
+        self._buf = None
+        super().reset()
+
+
 class DeviceCache(DynamicCache):
     """A DynamicCache whose layers may live on the host until the model needs them on its device.
 
@@ -105,6 +150,7 @@ class DeviceCache(DynamicCache):
 
     def __init__(self, lookahead: int = LOOKAHEAD, copier: Copier | None = None) -> None:
         super().__init__()
+        self.layer_class_to_replicate = ArenaLayer  # layers grow in place (ArenaLayer)
         self.lookahead = lookahead
         self._copier = copier
         self._pending: dict[int, object] = {}  # layer -> the copier's handle of its copy in flight

@@ -2,7 +2,10 @@
 
 On CPU (always run):
 1. A DeviceCache is a plain DynamicCache: prefill through it is bit-identical, and `mount` of
-   host K/V makes views (no copy, nothing pinned, nothing moved).
+   host K/V makes views (no copy, nothing pinned, nothing moved). Its layers grow in place
+   (ArenaLayer): token-by-token decoding stays bit-identical to a DynamicCache's while the layer's
+   buffer is reallocated a few times, not once per token; mounted K/V are never written; a crop
+   then a read overwrites the dropped seats.
 2. Payloads round-trip F32, BF16 and F16 bit for bit, name their dtype, and refuse others.
 3. The residency counts where each get was served from: device plane, host plane, store.
 Marked `gpu` (skipped without CUDA, run on one when available):
@@ -22,7 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from grm.grafts import PagingConfig, Residency
-from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
+from grm.kv import KV, cache_from_kv, crop, kv_from_cache, new_cache
 from grm.kv.device import DeviceCache, host_empty, mount, pinned
 from grm.kv.forward import prefill
 
@@ -48,6 +51,29 @@ def test_device_cache_is_bit_identical_to_a_dynamic_cache_on_cpu(tiny_models):
     warm = cache_from_kv(stored)
     assert torch.equal(prefill(model, warm, IDS[60:], 60), b)
     assert warm.moved_bytes == 0 and not warm._pending
+
+
+def test_arena_layers_grow_in_place_bit_identical_and_never_write_mounted_kv(tiny_models):
+    model = tiny_models["llama"].model
+    plain, ours = DynamicCache(), new_cache()
+    prefill(model, plain, IDS[:30], 0)
+    prefill(model, ours, IDS[:30], 0)
+    stored = kv_from_cache(ours)
+    before = KV(stored.keys.clone(), stored.values.clone())
+    warm = cache_from_kv(stored)  # views of `stored`
+    buffers = set()
+    for i, tok in enumerate(IDS[30:], start=30):  # token by token, as generation reads
+        a = prefill(model, plain, [tok], i)
+        b = prefill(model, warm, [tok], i)
+        assert torch.equal(a, b)
+        buffers.add(warm.layers[0]._buf[0].data_ptr())
+    assert 1 <= len(buffers) <= 2  # 50 tokens fit the room one buffer keeps: no copy per token
+    assert torch.equal(stored.keys, before.keys) and torch.equal(stored.values, before.values)
+    # a crop, then other tokens at the dropped seats: as if read there first
+    crop(warm, 40)
+    crop(plain, 40)
+    assert torch.equal(prefill(model, warm, IDS[:5], 40), prefill(model, plain, IDS[:5], 40))
+    assert torch.equal(kv_from_cache(warm).keys, kv_from_cache(plain).keys)
 
 
 class Recorder:
