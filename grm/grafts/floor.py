@@ -24,7 +24,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from grm.route.lexical import _STOP, _WORD, forms, identifiers
+from grm.english.words import POSSESSIVES, STOP_WORDS, stem
+from grm.route.lexical import _WORD, forms, identifiers
 
 DEFAULT_FLOOR = 0.449  # calibrated on the tuning split of bench/fidelity.py; see bench/results/fidelity.md
 ABSTAIN_LINE = "I don't have anything in memory about that."
@@ -48,7 +49,8 @@ _KIND_VALUE = {
 }
 _DO_VERB = re.compile(r"\b(?:do|does|did)\s+(?:my|our|the|your|his|her|their)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}?\s+"
                       r"(?P<verb>[\w'’-]+)(?:\s+(?:in|at|to|on|for|with|from|up|by))?\s*\?\s*$", re.IGNORECASE)
-_DETERMINERS = frozenset("my our the what which whose your their his her".split())
+# the words a noun phrase the question is about opens with ("my cat", "the wifi password", "which bike")
+_OPENERS = POSSESSIVES | {"the", "what", "which", "whose"}
 _QUESTION_SENTENCE = re.compile(r"[^.!?\n]*\?")
 _ASK = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how|do|does|did|is|are|was|were|can|could|"
                   r"would|will|have|has|tell me|remind me)\b", re.IGNORECASE)
@@ -56,21 +58,10 @@ _PERSONAL = re.compile(r"\b(?:my|our|mine|ours)\b|\b(?:where|when|who|which|what
                        r"were|was|have|had|should|will)\s+(?:i|we)\b", re.IGNORECASE)
 
 
-def stem(word: str) -> str:
-    """The comparison form of a content word: case-folded, possessive and plural folded."""
-    w = word.casefold().replace("’", "'")
-    w = w[:-2] if w.endswith("'s") else w.rstrip("'")
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-        return w[:-1]
-    return w
-
-
 def terms(text: str) -> set[str]:
     """Content words of `text` (stemmed; function words dropped)."""
-    out = {stem(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and w.strip("'-")}
-    return {t for t in out if t not in _STOP}  # "What's", "who's" are function words too
+    out = {stem(w) for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS and w.strip("'-")}
+    return {t for t in out if t not in STOP_WORDS}  # "What's", "who's" are function words too
 
 
 def question_terms(question: str) -> set[str]:
@@ -154,9 +145,9 @@ def topic_terms(question: str) -> set[str]:
     on = False
     for w in _WORD.findall(question):
         low = w.casefold()
-        if low in _DETERMINERS:
+        if low in _OPENERS:
             on = True
-        elif low in _STOP:
+        elif low in STOP_WORDS:
             on = False
         elif on and not (len(low) > 4 and low.endswith("ed")) and low != verb:
             out.add(stem(w))

@@ -56,7 +56,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stem, stems
+from grm.english.words import stem
+from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stems
 from grm.policy.updates import _CUE, EVENT_VERB
 
 _DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|tomorrow|tonight"  # months: `_MONTH`

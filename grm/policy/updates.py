@@ -77,7 +77,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from grm.policy.fact import MULTI_VALUED, FactProposal, norm, stem, value_like
+from grm.english.words import stem
+from grm.policy.fact import MULTI_VALUED, FactProposal, norm, value_like
 
 _OWNER = r"(?:my|our|the|(?-i:[A-Z])[\w-]*['’]s)"  # "my bank", "the gate code", "Anna's phone number"
 _S = rf"(?P<s>{_OWNER}\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)"

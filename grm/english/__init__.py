@@ -1,0 +1,10 @@
+"""English words, written once for every plane that reads text by rule (no tagger, no model).
+
+- `words`: the closed word classes (determiners, pronouns, prepositions, be, modals, wh-words),
+  the one stop-word list built from them (`STOP_WORDS`), and the one plural/possessive fold
+  (`stem`).
+- `verbs`: common verbs and their regular and irregular forms (the answer lead's rules).
+
+Pure functions and constants over strings: this package imports nothing of grm and no tensors,
+so the policy plane and the mechanics may both use it (ARCHITECTURE.md, layer 0).
+"""
