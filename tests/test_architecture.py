@@ -18,7 +18,7 @@ GRM = Path(__file__).resolve().parents[1] / "grm"
 
 # Layers, lowest first: a plane may import its own layer and the layers below, never above.
 LAYERS: dict[str, int] = {
-    "errors": 0, "english": 0,  # English words: pure functions over strings
+    "errors": 0, "english": 0,  # English words and date patterns: pure functions over strings
     "store": 1, "dialects": 1, "models": 1,  # durable plane; what GRM knows of models
     "kv": 2, "route": 2, "exact": 2, "sections": 2, "grafts": 2, "archive": 2, "policy": 2,
     "runtime": 3,  # the loop that ties them: ingest and the one answer pipeline
@@ -150,7 +150,7 @@ def test_every_package_under_grm_is_a_plane() -> None:
     ("grm.demo.run", "grm.cli"),
     ("grm.newplane.x", "grm.errors"),  # an unknown plane is never silently allowed
     ("grm.english.words", "grm.errors"),  # english imports nothing of grm
-    ("grm.english.words", "torch"),
+    ("grm.english.dates", "torch"),
 ])
 def test_checker_flags_each_forbidden_direction(src: str, target: str) -> None:
     assert violation(src, target) is not None
@@ -164,7 +164,7 @@ def test_checker_flags_each_forbidden_direction(src: str, target: str) -> None:
     ("grm.runtime.answer", "grm.policy"), ("grm.runtime.answer", "grm.exact"),
     ("grm.cli.ask", "grm.runtime"), ("grm.serve.engine", "grm.runtime"), ("grm.cli.serve", "grm.serve"),
     ("grm", "grm.runtime"), ("grm.__main__", "grm.cli"),
-    ("grm.policy.fact", "grm.english.words"), ("grm.grafts.floor", "grm.english.words"),
+    ("grm.policy.fact", "grm.english.words"), ("grm.grafts.floor", "grm.english.dates"),
     ("grm.route.lexical", "grm.english.words"), ("grm.runtime.lead", "grm.english.verbs"),
 ])
 def test_checker_allows_the_one_way_flow(src: str, target: str) -> None:

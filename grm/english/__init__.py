@@ -3,6 +3,7 @@
 - `words`: the closed word classes (determiners, pronouns, prepositions, be, modals, wh-words),
   the one stop-word list built from them (`STOP_WORDS`), and the one plural/possessive fold
   (`stem`).
+- `dates`: the one set of patterns for a time, a date, a weekday, a month and a year said in text.
 - `verbs`: common verbs and their regular and irregular forms (the answer lead's rules).
 
 Pure functions and constants over strings: this package imports nothing of grm and no tensors,

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from grm.english.dates import DATE, MONTH_NAME, TIME, YEAR
 from grm.english.words import POSSESSIVES, STOP_WORDS, stem
 from grm.route.lexical import _WORD, forms, identifiers
 
@@ -35,18 +36,7 @@ OTHER_WEIGHT = 0.25  # a content word outside the question's noun phrases ("ride
 _ANSWER_KIND = frozenset({"name", "called", "current", "currently", "latest", "present"})
 # a word naming the kind of value asked for ("What day ...?", "At what time ...?") is found in a
 # text holding a value of that kind, whatever its words: "comes on Sunday" answers "what day"
-_MONTHS = (r"(?:january|february|march|april|(?-i:May)|june|july|august|september|october|november|december|"
-           r"jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\b\.?")
-_KIND_VALUE = {
-    "day": re.compile(r"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*day|\bweekends?\b|\b\d{1,2}(?:st|nd|rd|th)\b|"
-                      rf"\b{_MONTHS}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+(?:of\s+)?{_MONTHS}", re.IGNORECASE),
-    "date": re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)\b|\b{_MONTHS}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+(?:of\s+)?{_MONTHS}|"
-                       r"\b\d{1,4}[/-]\d{1,2}[/-]\d{1,4}\b", re.IGNORECASE),
-    "time": re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight|midday)\b",
-                       re.IGNORECASE),
-    "year": re.compile(r"\b(?:1[89]|20)\d{2}\b"),
-    "month": re.compile(rf"\b{_MONTHS}", re.IGNORECASE),
-}
+_KIND_VALUE = {"day": DATE, "date": DATE, "time": TIME, "year": YEAR, "month": MONTH_NAME}
 _DO_VERB = re.compile(r"\b(?:do|does|did)\s+(?:my|our|the|your|his|her|their)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}?\s+"
                       r"(?P<verb>[\w'’-]+)(?:\s+(?:in|at|to|on|for|with|from|up|by))?\s*\?\s*$", re.IGNORECASE)
 # the words a noun phrase the question is about opens with ("my cat", "the wifi password", "which bike")

@@ -21,6 +21,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, replace
 
+from grm.english.dates import TIME
 from grm.english.words import STOP_WORDS, stem
 from grm.errors import UserInputError
 
@@ -60,13 +61,10 @@ def words(text: str) -> list[str]:
 FUNCTION_WORDS = STOP_WORDS | {"s"}
 
 
-TIME_WORDS = frozenset({"midnight", "noon", "midday"})  # a time said as a word is a value too
-
-
 def value_like(v: str) -> bool:
     """A value a user would name: a name or a code (a capital letter, a digit, # @ _ /) or a time
-    word, not "nice", "camp", "really busy"."""
-    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v) or v.strip().casefold() in TIME_WORDS
+    word ("noon": a time said as a word is a value too), not "nice", "camp", "really busy"."""
+    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v) or TIME.fullmatch(v.strip()) is not None
 
 
 def stems(text: str) -> frozenset[str]:
