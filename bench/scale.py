@@ -232,11 +232,10 @@ def graft_build(n: int, root: Path, threads: int = 1) -> dict:
         _fill(s, n - g)
     rt = Runtime.open(store=root, model=GRAFT_MODEL)
     try:
-        glue = rt.policy_glue()
         t = time.perf_counter()
         with torch.no_grad():
             for i, text in enumerate(_graft_texts(n)):
-                glue.read_alone(text, ("evidence", "document")[i % 2], f"scale:{i}", {})
+                rt.grafts.read_alone(text, ("evidence", "document")[i % 2], salt=f"scale:{i}")
         out["graft_harvest_s"] = time.perf_counter() - t
         out["graft_harvest_per_s"] = g / out["graft_harvest_s"]
     finally:
@@ -302,10 +301,10 @@ def _route_after_writes(rt, questions: list[str], writes: int = 20) -> dict:
 
     from grm.store.kinds import GRAFT
 
-    glue, lat, made = rt.policy_glue(), [], []
+    lat, made = [], []
     for i in range(writes):
         with torch.no_grad():
-            made.append(glue.read_alone(f"A fresh note {uuid.uuid4().hex[:8]}.", "evidence", f"write:{i}", {}).id)
+            made.append(rt.grafts.read_alone(f"A fresh note {uuid.uuid4().hex[:8]}.", "evidence", salt=f"write:{i}").id)
         t = time.perf_counter()
         rt.grafts.route(questions[i % len(questions)])
         lat.append((time.perf_counter() - t) * 1000)
@@ -462,7 +461,7 @@ GRAFT_NOTES = """
 - **What was run**: `--graft-build N DIR 1` then `--graft-use N DIR 1` (one torch thread) at
   10^4, 10^5 and 10^6, each in its own store: N - N/10 filler rows (the table above's rows,
   tenant `bench`), then N/10 grafts harvested for real with `tiny-random-llama` in the
-  runtime's tenant (`PolicyGlue.read_alone`: the span read alone after the sinks, K/V payload
+  runtime's tenant (`GraftMemory.read_alone`: the span read alone after the sinks, K/V payload
   and dense keys stored, half kind evidence, half document; document grafts here carry their
   own payload rather than sharing a section block), 12 words each from a letters-only Zipf
   vocabulary (~80 tokens with the byte-level tokenizer: three dense keys per graft, its

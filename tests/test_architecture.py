@@ -18,7 +18,7 @@ GRM = Path(__file__).resolve().parents[1] / "grm"
 
 # Layers, lowest first: a plane may import its own layer and the layers below, never above.
 LAYERS: dict[str, int] = {
-    "errors": 0,
+    "errors": 0, "english": 0,  # English words and date patterns: pure functions over strings
     "store": 1, "dialects": 1, "models": 1,  # durable plane; what GRM knows of models
     "kv": 2, "route": 2, "exact": 2, "sections": 2, "grafts": 2, "archive": 2, "policy": 2,
     "runtime": 3,  # the loop that ties them: ingest and the one answer pipeline
@@ -28,16 +28,18 @@ LAYERS: dict[str, int] = {
 # Stricter than the layers: what each of these may import besides itself (and nothing else of grm).
 ONLY: dict[str, set[str]] = {
     "errors": set(),
+    "english": set(),  # words know nothing of grm: every plane that reads text by rule may use them
     "store": {"errors"},  # the store knows nothing of models, tensors or policy
     "dialects": {"errors"},  # dialects know nothing of storage
     "models": {"errors", "dialects"},
     "kv": {"errors", "dialects", "models"},  # mechanics on caches: no routing, grafts or policy
-    "policy": {"errors", "store"},  # policy decides what is true, in Python, on store rows
+    "policy": {"errors", "english", "store"},  # policy decides what is true, in Python, on store rows
 }
 MECHANICS = {"kv", "route", "exact", "sections", "grafts", "archive"}  # never decide what is true
 # Third-party packages a plane may not import.
 NO_THIRD_PARTY: dict[str, set[str]] = {
     "policy": {"torch", "numpy", "transformers", "safetensors"},  # policy never reaches into tensors
+    "english": {"torch", "numpy", "transformers", "safetensors"},  # words are strings
     "store": {"torch", "numpy", "transformers"},  # payloads are opaque bytes
 }
 
@@ -147,6 +149,8 @@ def test_every_package_under_grm_is_a_plane() -> None:
     ("grm.runtime.runtime", "grm.serve.engine"),
     ("grm.demo.run", "grm.cli"),
     ("grm.newplane.x", "grm.errors"),  # an unknown plane is never silently allowed
+    ("grm.english.words", "grm.errors"),  # english imports nothing of grm
+    ("grm.english.dates", "torch"),
 ])
 def test_checker_flags_each_forbidden_direction(src: str, target: str) -> None:
     assert violation(src, target) is not None
@@ -160,6 +164,8 @@ def test_checker_flags_each_forbidden_direction(src: str, target: str) -> None:
     ("grm.runtime.answer", "grm.policy"), ("grm.runtime.answer", "grm.exact"),
     ("grm.cli.ask", "grm.runtime"), ("grm.serve.engine", "grm.runtime"), ("grm.cli.serve", "grm.serve"),
     ("grm", "grm.runtime"), ("grm.__main__", "grm.cli"),
+    ("grm.policy.fact", "grm.english.words"), ("grm.grafts.floor", "grm.english.dates"),
+    ("grm.route.lexical", "grm.english.words"), ("grm.runtime.lead", "grm.english.verbs"),
 ])
 def test_checker_allows_the_one_way_flow(src: str, target: str) -> None:
     assert violation(src, target) is None

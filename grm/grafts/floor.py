@@ -24,7 +24,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from grm.route.lexical import _STOP, _WORD, forms, identifiers
+from grm.english.dates import DATE, MONTH_NAME, TIME, YEAR
+from grm.english.words import POSSESSIVES, STOP_WORDS, stem
+from grm.route.lexical import _WORD, forms, identifiers
 
 DEFAULT_FLOOR = 0.449  # calibrated on the tuning split of bench/fidelity.py; see bench/results/fidelity.md
 ABSTAIN_LINE = "I don't have anything in memory about that."
@@ -34,21 +36,11 @@ OTHER_WEIGHT = 0.25  # a content word outside the question's noun phrases ("ride
 _ANSWER_KIND = frozenset({"name", "called", "current", "currently", "latest", "present"})
 # a word naming the kind of value asked for ("What day ...?", "At what time ...?") is found in a
 # text holding a value of that kind, whatever its words: "comes on Sunday" answers "what day"
-_MONTHS = (r"(?:january|february|march|april|(?-i:May)|june|july|august|september|october|november|december|"
-           r"jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\b\.?")
-_KIND_VALUE = {
-    "day": re.compile(r"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*day|\bweekends?\b|\b\d{1,2}(?:st|nd|rd|th)\b|"
-                      rf"\b{_MONTHS}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+(?:of\s+)?{_MONTHS}", re.IGNORECASE),
-    "date": re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)\b|\b{_MONTHS}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+(?:of\s+)?{_MONTHS}|"
-                       r"\b\d{1,4}[/-]\d{1,2}[/-]\d{1,4}\b", re.IGNORECASE),
-    "time": re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\b(?:noon|midnight|midday)\b",
-                       re.IGNORECASE),
-    "year": re.compile(r"\b(?:1[89]|20)\d{2}\b"),
-    "month": re.compile(rf"\b{_MONTHS}", re.IGNORECASE),
-}
+_KIND_VALUE = {"day": DATE, "date": DATE, "time": TIME, "year": YEAR, "month": MONTH_NAME}
 _DO_VERB = re.compile(r"\b(?:do|does|did)\s+(?:my|our|the|your|his|her|their)\s+[\w'’-]+(?:\s+[\w'’-]+){0,2}?\s+"
                       r"(?P<verb>[\w'’-]+)(?:\s+(?:in|at|to|on|for|with|from|up|by))?\s*\?\s*$", re.IGNORECASE)
-_DETERMINERS = frozenset("my our the what which whose your their his her".split())
+# the words a noun phrase the question is about opens with ("my cat", "the wifi password", "which bike")
+_OPENERS = POSSESSIVES | {"the", "what", "which", "whose"}
 _QUESTION_SENTENCE = re.compile(r"[^.!?\n]*\?")
 _ASK = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how|do|does|did|is|are|was|were|can|could|"
                   r"would|will|have|has|tell me|remind me)\b", re.IGNORECASE)
@@ -56,21 +48,10 @@ _PERSONAL = re.compile(r"\b(?:my|our|mine|ours)\b|\b(?:where|when|who|which|what
                        r"were|was|have|had|should|will)\s+(?:i|we)\b", re.IGNORECASE)
 
 
-def stem(word: str) -> str:
-    """The comparison form of a content word: case-folded, possessive and plural folded."""
-    w = word.casefold().replace("’", "'")
-    w = w[:-2] if w.endswith("'s") else w.rstrip("'")
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-        return w[:-1]
-    return w
-
-
 def terms(text: str) -> set[str]:
     """Content words of `text` (stemmed; function words dropped)."""
-    out = {stem(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and w.strip("'-")}
-    return {t for t in out if t not in _STOP}  # "What's", "who's" are function words too
+    out = {stem(w) for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS and w.strip("'-")}
+    return {t for t in out if t not in STOP_WORDS}  # "What's", "who's" are function words too
 
 
 def question_terms(question: str) -> set[str]:
@@ -154,9 +135,9 @@ def topic_terms(question: str) -> set[str]:
     on = False
     for w in _WORD.findall(question):
         low = w.casefold()
-        if low in _DETERMINERS:
+        if low in _OPENERS:
             on = True
-        elif low in _STOP:
+        elif low in STOP_WORDS:
             on = False
         elif on and not (len(low) > 4 and low.endswith("ed")) and low != verb:
             out.add(stem(w))

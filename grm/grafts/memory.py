@@ -18,8 +18,8 @@ from grm.errors import UserInputError
 from grm.exact import ExactMemory
 from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, declarative, ground, only_asks, terms
 from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
-from grm.kv import KV, cache_from_kv, kv_from_cache
-from grm.kv.forward import prefill
+from grm.kv import KV
+from grm.kv.forward import read_after_sinks
 from grm.route import Channels, Hit, combine, search
 from grm.route.dense import encode_key, key_width, query_key, span_keys
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
@@ -151,9 +151,7 @@ class GraftMemory:
         ex = self.exact
         if kv is None or standalone_seat is None:
             sinks = ex.sinks()
-            cache = cache_from_kv(sinks)
-            prefill(self.lm.model, cache, ids, sinks.tokens)
-            kv, standalone_seat = kv_from_cache(cache, sinks.tokens), sinks.tokens
+            kv, standalone_seat = read_after_sinks(self.lm.model, sinks, ids), sinks.tokens
         return encode_key(span_keys(kv, ex.dialect, standalone_seat, self.config.channels.dense))
 
     def harvest(self, kv: KV, seat: int, text: str, ids: list[int], kind: str = "evidence", *,
@@ -179,6 +177,20 @@ class GraftMemory:
         payload = kv.to_bytes(ex.bind(self.tenant, gid, PAYLOAD_PARENT, seat, text, ids))
         self.store.put(self.tenant, KIND, gid, parent=parent, text=text, payload=payload, meta=meta)
         return self.get(gid)
+
+    def read_alone(self, text: str, kind: str, *, ids: list[int] | None = None, salt: str = "",
+                   extra: dict | None = None) -> Graft:
+        """`text` (its tokens `ids`, else `text` encoded) read alone right after the sinks and stored
+        as a graft; the stored one, not read again, when the same span of the same kind was stored
+        with the same salt. How a fact's statement, a digest, a served exchange and a chat turn
+        harvested `standalone`/`user` become memory."""
+        ids = self.lm.tokenizer.encode(text) if ids is None else ids
+        sinks = self.exact.sinks()
+        known = self.find(kind, sinks.tokens, text, ids, salt)
+        if known is not None:
+            return known
+        kv = read_after_sinks(self.lm.model, sinks, ids)
+        return self.harvest(kv, sinks.tokens, text, ids, kind, salt=salt, extra=extra, standalone=True)
 
     def find(self, kind: str, seat: int, text: str, ids: list[int], salt: str = "") -> Graft | None:
         """The graft `harvest` stores for this span (same kind, seat, text, ids and salt), if it is

@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 
 from grm.dialects import Dialect
-from grm.kv import KV, cache_from_kv, kv_from_cache, reseat_kv
-from grm.kv.forward import prefill
+from grm.kv import KV, cache_from_kv, reseat_kv
+from grm.kv.forward import prefill, read_after_sinks
 
 SIZES = (16, 256)  # tokens: the two points each cost line is fitted through
 REPEATS = 3  # median of this many timings per point
@@ -97,9 +97,7 @@ def calibrate(model: torch.nn.Module, dialect: Dialect, identity: str, sinks: KV
         def read_once() -> None:
             prefill(model, cache_from_kv(sinks), ids, sinks.tokens)
 
-        cache = cache_from_kv(sinks)
-        prefill(model, cache, ids, sinks.tokens)
-        kv = kv_from_cache(cache, sinks.tokens)
+        kv = read_after_sinks(model, sinks, ids)
 
         def mount_once() -> None:
             data = kv.to_bytes({"calibration": "1"})

@@ -10,6 +10,9 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from grm.kv.cache import cache_from_kv, kv_from_cache
+from grm.kv.payload import KV
+
 PREFILL_CHUNK = 512  # tokens per forward call during prefill
 
 
@@ -25,6 +28,15 @@ def prefill(model: torch.nn.Module, cache: DynamicCache, ids: list[int], start: 
         out = model(input_ids=input_ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
         logits = out.logits[0, -1]
     return logits.float()
+
+
+def read_after_sinks(model: torch.nn.Module, sinks: KV, ids: list[int]) -> KV:
+    """`ids` read alone right after the sinks (nothing else before them): their K/V, seated at
+    sinks.tokens.. . How every span is read that is stored to be mounted anywhere (a section, a
+    graft) or routed to by its keys (a query's dense key)."""
+    cache = cache_from_kv(sinks)
+    prefill(model, cache, ids, sinks.tokens)
+    return kv_from_cache(cache, sinks.tokens)
 
 
 def step(model: torch.nn.Module, cache: DynamicCache, token: int, seat: int) -> torch.Tensor:

@@ -56,20 +56,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stem, stems
+from grm.english.dates import DATE, TIME, WEEKDAY
+from grm.english.words import stem
+from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stems
 from grm.policy.updates import _CUE, EVENT_VERB
 
-_DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|tomorrow|tonight"  # months: `_MONTH`
-_TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d{2}\b|\bnoon\b|\bmidnight\b|\bmidday\b",
-                   re.IGNORECASE)
-_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
-          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?")
-# an ordinal before the noun it counts is no date: "the 12th floor", "5th Avenue", "3rd grade"
-_NOT_A_DATE = (r"(?!\s+(?:floor|grade|avenue|ave|street|st|road|rd|place|row|level|round|year|time|birthday|"
-               r"anniversary|century|edition|(?-i:[A-Z]))\b)")
-_DAY = re.compile(rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?)?{_MONTH}(?:\s+\d{{1,2}}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{{4}})?\b"
-                  rf"|\b(?:{_DAYS})\b|\b(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)\b{_NOT_A_DATE}|\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b",
-                  re.IGNORECASE)
 # a street address: "12 Alder Road", "307 Birchwood Ave" (its number alone is no code to change)
 _ADDRESS = re.compile(r"\b\d+[a-z]?\s+(?:[\w'’-]+\s+){1,3}?(?:street|st|road|rd|avenue|ave|lane|ln|drive|dr|boulevard|blvd|"
                       r"way|court|ct|place|pl|terrace|close|crescent|square|parkway|pkwy|highway|hwy)\b\.?", re.IGNORECASE)
@@ -149,7 +140,7 @@ def kinds(value: str) -> list[str]:
     a time and a day."""
     if _EMAIL.search(value):
         return ["email"]  # whole: its name and domain are no Name or code of their own
-    out = [k for k, p in (("address", _ADDRESS), ("time", _TIME), ("day", _DAY)) if p.search(value)]
+    out = [k for k, p in (("address", _ADDRESS), ("time", TIME), ("day", DATE)) if p.search(value)]
     names = _names(value)
     if _CODE.search(value) and not any(b - a > len(c) for a, b in names for c in _CODE.findall(value[a:b])):
         out.append("code")  # "RT-8823", "room 4"; "a ThinkPad X1 Carbon" is a Name holding a code
@@ -187,7 +178,7 @@ def _names(text: str) -> list[tuple[int, int]]:
                 start == m.start() and _OPENS.search(text[:start]) and _VERBISH.fullmatch(words[0]))):
             start = text.index(words[0], start) + len(words[0])
             words = words[1:]
-        if words and not _DAY.fullmatch(" ".join(words)):
+        if words and not DATE.fullmatch(" ".join(words)):
             start = text.index(words[0], start)
             if out and _JOINS.fullmatch(text[out[-1][1]:start]):
                 start = out.pop()[0]  # "Klara and the Sun", "Dr. Abernathy over on Cedar Street": one Name
@@ -210,10 +201,10 @@ def _spans(text: str, k: str) -> list[tuple[int, int, str]]:
             else:
                 out.append((m.start(), m.end(), said))
         return out
-    pattern = {"address": _ADDRESS, "time": _TIME, "day": _DAY, "code": _CODE, "email": _EMAIL}[k]
+    pattern = {"address": _ADDRESS, "time": TIME, "day": DATE, "code": _CODE, "email": _EMAIL}[k]
     out = [(m.start(), m.end(), m.group()) for m in pattern.finditer(text)]
     if k == "code":  # a time's or a date's digits are not a code
-        taken = [(m.start(), m.end()) for p in (_TIME, _DAY) for m in p.finditer(text)]
+        taken = [(m.start(), m.end()) for p in (TIME, DATE) for m in p.finditer(text)]
         out = [s for s in out if not any(a <= s[0] < b for a, b in taken)]
     return out
 
@@ -448,7 +439,7 @@ def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed:
     if k == "code" and f.value[core[0]] in "$£€" and new[:1].isdigit():
         new = f.value[core[0]] + new  # "$11.99" -> "$12.99" where the turn said "12.99"
     if k == "day":  # "wednesdays" -> "Wednesdays"; before "evenings": "Wednesday evenings"
-        new = re.sub(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b", lambda m: m[0].capitalize(), new,
+        new = re.sub(rf"\b{WEEKDAY}\b", lambda m: m[0].capitalize(), new,
                      flags=re.IGNORECASE)
         if re.match(r"\s+(?:mornings?|afternoons?|evenings?|nights?)\b", f.value[core[1]:], re.IGNORECASE):
             new = re.sub(r"(?<=day)s\b", "", new, flags=re.IGNORECASE)

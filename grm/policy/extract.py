@@ -53,7 +53,8 @@ import re
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, TIME_WORDS, FactProposal, norm, value_like
+from grm.english.dates import TIME
+from grm.policy.fact import MAX_FIELD_CHARS, MULTI_VALUED, FactProposal, norm, value_like
 from grm.policy.updates import EVENT_VERB, expand, parse_update
 
 MAX_VALUE_CHARS = 200
@@ -169,7 +170,7 @@ def _is_number(v: str) -> bool:
 def _is_value(v: str) -> bool:
     """A value the generic rules take: a number, a Name ("the Grand Plaza" too) or a code (#general)."""
     bare = re.sub(r"^(?:the|a|an)\s+", "", v.strip())
-    return (_is_number(v) or _is_name(bare) or bare.casefold() in TIME_WORDS or bool(_PART_OF_DAY.fullmatch(bare))
+    return (_is_number(v) or _is_name(bare) or TIME.fullmatch(bare) is not None or bool(_PART_OF_DAY.fullmatch(bare))
             or (len(v) <= 40 and " " not in v and any(ch in "#@_/" for ch in v)))
 
 

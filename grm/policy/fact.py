@@ -21,6 +21,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, replace
 
+from grm.english.dates import TIME
+from grm.english.words import STOP_WORDS, stem
 from grm.errors import UserInputError
 
 # Write intent, lowest rank first. Automatic extraction (observed, inferred) ranks below anything
@@ -54,27 +56,15 @@ def words(text: str) -> list[str]:
     return _WORD.findall(_JOINED.sub("", unicodedata.normalize("NFKC", text).casefold()))
 
 
-# words no subject is told apart by: determiners, pronouns, the possessive "s" ("doctor's")
-FUNCTION_WORDS = frozenset("my our the a an your their his her its i we me us s of for to in at on with".split())
-
-
-TIME_WORDS = frozenset({"midnight", "noon", "midday"})  # a time said as a word is a value too
+# words no subject is told apart by: the stop words, and the "s" `words` leaves of a possessive
+# ("doctor's" -> doctor, s)
+FUNCTION_WORDS = STOP_WORDS | {"s"}
 
 
 def value_like(v: str) -> bool:
     """A value a user would name: a name or a code (a capital letter, a digit, # @ _ /) or a time
-    word, not "nice", "camp", "really busy"."""
-    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v) or v.strip().casefold() in TIME_WORDS
-
-
-def stem(word: str) -> str:
-    """A crude plural fold: "hotels" -> "hotel", "pharmacies" -> "pharmacy", "boxes" -> "box"
-    ("class", "bus", "tennis" kept)."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if word.endswith(("sses", "xes", "ches", "shes")):
-        return word[:-2]
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")) else word
+    word ("noon": a time said as a word is a value too), not "nice", "camp", "really busy"."""
+    return any(ch.isdigit() or ch.isupper() or ch in "#@_/" for ch in v) or TIME.fullmatch(v.strip()) is not None
 
 
 def stems(text: str) -> frozenset[str]:

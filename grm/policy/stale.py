@@ -16,9 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grm.policy.fact import MULTI_VALUED, Fact, norm, words
-
-_FUNCTION = frozenset("my our the a an your their his her its i we is are was were of in at on to for".split())
+from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, norm, words
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ def stale_values(nodes: Iterable[Fact], live: Iterable[Fact], now: float) -> lis
         if f.id in live_ids or f.key[1] in MULTI_VALUED or (f.state == "active" and not f.expired(now)):
             continue
         value, held = norm(f.value), now.get(f.key, set())
-        subject = frozenset(words(f.subject)) - _FUNCTION
+        subject = frozenset(words(f.subject)) - FUNCTION_WORDS
         if not value or value in held or not subject:
             continue
         out[(f.key, value)] = StaleValue(subject, value, tuple(sorted(held)))

@@ -77,7 +77,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from grm.policy.fact import MULTI_VALUED, FactProposal, norm, stem, value_like
+from grm.english.dates import WEEKDAY
+from grm.english.words import stem
+from grm.policy.fact import MULTI_VALUED, FactProposal, norm, value_like
 
 _OWNER = r"(?:my|our|the|(?-i:[A-Z])[\w-]*['’]s)"  # "my bank", "the gate code", "Anna's phone number"
 _S = rf"(?P<s>{_OWNER}\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)"
@@ -119,7 +121,7 @@ _BARE = (r"(?P<s>(?!(?:i|we|they|he|she|it|you|this|that|there|someone|everyone|
          r"[A-Za-z][\w'’-]*(?:\s+(?!(?:got|gets|was|were|has|have|had|is|are|been|just|will)\b)[a-z][\w'’-]*){0,2}?)")
 # when a change takes effect: "from Monday", "starting next week", "as of the 5th"
 _EFFECTIVE = (r"(?:from|starting|beginning|effective|as\s+of)\s+(?:next\s+\w+|this\s+\w+|tomorrow|today|tonight|"
-              r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|the\s+\d+\w*|\d+\w*|"
+              rf"{WEEKDAY}|the\s+\d+\w*|\d+\w*|"
               r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*(?:\s+\d+\w*)?)")
 # words that say a value changed: a sentence with one is read clause by clause (`_cued`)
 _CUE = re.compile(rf"\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|any\s*more|no\s+longer|instead|"
@@ -150,7 +152,7 @@ _PIECE = re.compile(r"\s*;\s*|\s*:(?!\d)\s*|\s+[—–-]+\s+|\s*[—–]\s*|\s+(
 _TRAIL = re.compile(r"\s+(?:after|because|since|when|until|while|as\s+of|so|now|these\s+days|nowadays|"
                     r"from\s+now\s+on|any\s*more|starting|beginning|effective|from\s+next|next\s+(?:week|month|year)|"
                     r"(?:this|last)\s+(?:week|month|year|night|morning|spring|summer|fall|autumn|winter)|"
-                    r"tomorrow|yesterday|today|(?:from|as\s+of)\s+(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+                    rf"tomorrow|yesterday|today|(?:from|as\s+of)\s+{WEEKDAY}|"
                     r"for|by\s+(?:my|our|the|his|her|their)\s+(?!way\b)[a-z]+)\b.*$", re.IGNORECASE)
 
 # (pattern, subject override, predicate override); the subject/predicate come from the match

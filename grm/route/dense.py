@@ -21,8 +21,8 @@ import torch
 
 from grm.dialects import Dialect
 from grm.dialects.rotary import rotate_keys_at
-from grm.kv import KV, cache_from_kv, kv_from_cache
-from grm.kv.forward import prefill
+from grm.kv import KV
+from grm.kv.forward import read_after_sinks
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,7 @@ def span_keys(kv: KV, dialect: Dialect, seat: int, config: DenseConfig) -> torch
 
 def query_key(model: torch.nn.Module, sinks: KV, ids: list[int], dialect: Dialect, config: DenseConfig) -> torch.Tensor:
     """The routing key of a query: its tokens read after the sinks (one short forward pass)."""
-    cache = cache_from_kv(sinks)
-    prefill(model, cache, ids, sinks.tokens)
-    return routing_key(kv_from_cache(cache, sinks.tokens), dialect, sinks.tokens, config)
+    return routing_key(read_after_sinks(model, sinks, ids), dialect, sinks.tokens, config)
 
 
 def encode_key(key: torch.Tensor) -> str:

@@ -14,19 +14,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from grm.english.words import STOP_WORDS
 from grm.store import Record
 from grm.store.backend import StoreBackend
 
 MAX_CANDIDATES = 4096  # rows fetched at most when `keep` rejects most of the index's best ones
 FORM_WEIGHT = 0.5  # a word matched in another inflection (`forms`) counts this much of an exact match
 _WORD = re.compile(r"[\w'-]+", re.UNICODE)
-_STOP = frozenset(
-    "what which who whom whose when where why how is are was were be been being am the a an of in on at to "
-    "for by with from and or but if then than so as do does did done i me my mine you your yours he him his "
-    "she her hers it its we us our they them their this that these those there here can could would should "
-    "will shall may might must have has had not no yes any some all just very too also about again still "
-    "please tell let into out up over".split()
-)
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,7 @@ def identifiers(text: str) -> list[str]:
         sentence_start = not prev or prev[-1] in ".!?:\n"
         if any(ch.isdigit() for ch in word):
             out.append(word)
-        elif word[0].isupper() and not sentence_start and word.lower() not in _STOP:
+        elif word[0].isupper() and not sentence_start and word.lower() not in STOP_WORDS:
             out.append(word)
     return list(dict.fromkeys(out))
 
@@ -100,7 +94,7 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
            keep: "callable[[Record], bool]" = lambda r: True) -> list[Hit]:
     """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent).
     Function words are dropped from the query first: "my" or "what" in common is not evidence."""
-    words = [w for w in _WORD.findall(query) if w.casefold() not in _STOP]
+    words = [w for w in _WORD.findall(query) if w.casefold() not in STOP_WORDS]
     if not words:
         return []
     query = " ".join(words)

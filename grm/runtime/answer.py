@@ -32,17 +32,18 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 from grm.dialects import Dialect
+from grm.english.words import STOP_WORDS, stem
 from grm.errors import UserInputError
 from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
 from grm.grafts.blend import BlendConfig
-from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms, stem
+from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
 from grm.policy.align import related
-from grm.route.lexical import _STOP, _WORD
+from grm.route.lexical import _WORD
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
 from grm.runtime.lead import answer_lead
@@ -338,7 +339,7 @@ def memory_query(ctx: Context, text: str) -> str:
 
     def held(m: re.Match) -> str:
         word = stem(m.group())
-        if word in _STOP or df.get(word, 0):
+        if word in STOP_WORDS or df.get(word, 0):
             return m.group()
         best = max(related(word), key=lambda w: df.get(w, 0), default="")
         return best if df.get(best, 0) else m.group()

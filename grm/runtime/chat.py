@@ -37,7 +37,7 @@ import torch
 
 from grm.errors import UserInputError
 from grm.grafts.floor import asks_memory
-from grm.kv import cache_from_kv, crop, kv_from_cache
+from grm.kv import crop, kv_from_cache
 from grm.kv.forward import prefill
 from grm.models.template import ChatTemplate
 from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, route_memory, run
@@ -224,19 +224,13 @@ class ChatSession:
         if self.harvest == "user":
             ids = tok.encode(USER_WORDS.format(text=text))
             reply_from = len(ids)  # no reply stored
-        if self.harvest == "live":
-            cached = min(arena.cache.get_seq_length() - start, len(prompt_ids) + keep)
-            crop(arena.cache, start + cached)
-            if cached < len(ids):
-                prefill(ctx.lm.model, arena.cache, ids[cached:], start + cached)
-            kv, seat = kv_from_cache(arena.cache, start, start + len(ids)), start
-        else:
-            sinks = ctx.exact.sinks()
-            cache, seat = cache_from_kv(sinks), sinks.tokens
-            prefill(ctx.lm.model, cache, ids, seat)
-            kv = kv_from_cache(cache, seat)
-        g = ctx.grafts.harvest(kv, seat, tok.decode(ids), ids, "evidence", salt=f"{self.session}:{self.turn}",
-                              standalone=self.harvest != "live",
-                              extra={"session": self.session, "turn": self.turn, "harvest": self.harvest,
-                                     "reply_from": reply_from})
-        return g.id
+        salt = f"{self.session}:{self.turn}"
+        extra = {"session": self.session, "turn": self.turn, "harvest": self.harvest, "reply_from": reply_from}
+        if self.harvest != "live":
+            return ctx.grafts.read_alone(tok.decode(ids), "evidence", ids=ids, salt=salt, extra=extra).id
+        cached = min(arena.cache.get_seq_length() - start, len(prompt_ids) + keep)
+        crop(arena.cache, start + cached)
+        if cached < len(ids):
+            prefill(ctx.lm.model, arena.cache, ids[cached:], start + cached)
+        kv = kv_from_cache(arena.cache, start, start + len(ids))
+        return ctx.grafts.harvest(kv, start, tok.decode(ids), ids, "evidence", salt=salt, extra=extra).id

@@ -38,16 +38,16 @@ plain questions, so `answer_lead` derives the lead from the question's own words
 A question no rule covers gets no lead (None): the caller asks it plain. A question that already
 starts its own answer ("...\\nAnswer: ...") is never touched. First and second person swap (my ->
 your, I -> you), since the answer speaks to the asker. The words the rules read by (word classes,
-common verbs and their forms) are in grm/runtime/english.py.
+common verbs and their forms) are in grm/english/.
 """
 
 from __future__ import annotations
 
 import re
 
-from grm.runtime.english import (ADVERBS, AUX, BE, DETERMINERS, MODALS, PARTICIPLES, PARTICLES, PAST_FORMS,
-                                  PREPOSITIONS, PRONOUNS, VERBS, base_form, inflect, is_participle, is_plural,
-                                  is_verb_form)
+from grm.english.verbs import (ADVERBS, AUX, PARTICIPLES, PARTICLES, PAST_FORMS, VERBS, base_form, inflect,
+                               is_participle, is_plural, is_verb_form)
+from grm.english.words import BE, DETERMINERS, MODALS, PREPOSITIONS, PRONOUNS
 
 SWAP = {"my": "your", "our": "your", "i": "you", "me": "you", "we": "you", "mine": "yours", "am": "are",
         "myself": "yourself", "us": "you"}
@@ -101,7 +101,7 @@ def answer_lead(question: str) -> str | None:
         if len(rest) < 3:
             return None
         target = rest[2:] if rest[1].lower() == "about" else rest[1:]
-        lead = [*_swap(target), "is"] if _subject(target) and target[0].lower() not in PRONOUNS + ("a", "an") \
+        lead = [*_swap(target), "is"] if _subject(target) and target[0].lower() not in PRONOUNS | {"a", "an"} \
             else None  # "Tell me a joke?" asks no value
     elif wh in PREPOSITIONS:
         lead = _after_preposition(wh, rest) if len(rest) >= 3 and rest[0].lower() in ("what", "which", "how") else None
@@ -300,10 +300,10 @@ def _asked(words: list[str]) -> list[str] | None:
                 return None
             return words[:s] + [low] + words[s:v] + words[v + 1:]
         prev = words[v - 1].lower()
-        if not (w.isalpha() and w.islower()) or prev in DETERMINERS + ("my", "our") or prev in PREPOSITIONS:
+        if not (w.isalpha() and w.islower()) or prev in DETERMINERS or prev in PREPOSITIONS:
             continue
         base, aux = base_form(w)
-        plural = s == v - 1 and (words[s].lower() in PRONOUNS + ("i",) or is_plural(words[s]))
+        plural = s == v - 1 and (words[s].lower() in PRONOUNS or is_plural(words[s]))
         if not base or (aux == "do" and not plural):
             continue
         return words[:s] + [aux] + words[s:v] + [base] + words[v + 1:]

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from grm.english.words import BE, DETERMINERS, DO, MODALS, PREPOSITIONS, PRONOUNS, WH
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
@@ -31,10 +32,12 @@ EXAMPLES = (
     ("For how many years did she teach?", "She taught for"),
 )
 HEAD = "Rewrite each question as the start of its answer.\n\n"
-FUNCTION_WORDS = frozenset("""the a an of in on at to for by with from that who which is are was were be been has
-have had does do did can could will would this these those it its their his her your you and or as per number
-numbers count total amount year years day date time place name called named""".split())
-WH = frozenset("what which who whom whose when where why how".split())
+# What a restatement may add that is not in the question: a clause's function words (the closed
+# classes; not the stop words' negation, quantifiers and adverbs: "The shop is not" already
+# answers) and the nouns an answer's frame names ("The number of ...", "... in the year").
+RESTATING = DETERMINERS | PRONOUNS | BE | PREPOSITIONS | DO | MODALS | frozenset(
+    "who which be been has have had these those and or as per number numbers count total amount year years day date "
+    "time place name called named".split())
 
 
 class ModelLead:
@@ -78,7 +81,7 @@ def restated(text: str, question: str) -> str | None:
     kept = []
     for word in text.strip().split():
         bare = word.strip(".,;:!?\"").lower()
-        if not (bare in FUNCTION_WORDS or any(_inflects(w, bare) for w in asked)):
+        if not (bare in RESTATING or any(_inflects(w, bare) for w in asked)):
             break
         kept.append(word.rstrip(".;:!?"))
         if word.rstrip(".;:!?") != word:

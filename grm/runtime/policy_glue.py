@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING
 
 from grm.errors import UserInputError
 from grm.grafts import Graft, Routed
-from grm.kv import cache_from_kv, kv_from_cache
-from grm.kv.forward import prefill
 from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory, RuleExtractor
 from grm.policy.memory import AlignedReader, about_the_user
 from grm.policy.model_extract import ModelUpdateReader
@@ -116,24 +114,10 @@ class PolicyGlue:
 
         return sorted(reversed(facts), key=score, reverse=True)
 
-    def read_alone(self, text: str, kind: str, salt: str, extra: dict) -> Graft:
-        """`text` read alone after the sinks and stored as a graft; the stored one, not read again,
-        when the same text of the same kind was stored with the same salt."""
-        ctx = self.ctx
-        sinks = ctx.exact.sinks()
-        ids = ctx.lm.tokenizer.encode(text)
-        known = ctx.grafts.find(kind, sinks.tokens, text, ids, salt)
-        if known is not None:
-            return known
-        cache = cache_from_kv(sinks)
-        prefill(ctx.lm.model, cache, ids, sinks.tokens)
-        kv = kv_from_cache(cache, sinks.tokens)
-        return ctx.grafts.harvest(kv, sinks.tokens, text, ids, kind, salt=salt, extra=extra, standalone=True)
-
     def fact_graft(self, fact: Fact) -> str:
         statement = fact.statement.rstrip(" .")
-        g = self.read_alone(fact_text(statement, fact.subject, fact.predicate), "fact", f"fact:{fact.id}",
-                            {"fact": fact.id})
+        g = self.ctx.grafts.read_alone(fact_text(statement, fact.subject, fact.predicate), "fact",
+                                       salt=f"fact:{fact.id}", extra={"fact": fact.id})
         return g.id
 
     # ----- routing exclusions --------------------------------------------------------------------
@@ -199,8 +183,8 @@ class PolicyGlue:
             if res.status == "folded" and res.node:
                 node = self.policy.folder.node(res.node)
                 if node is not None and node.text.strip():
-                    self.read_alone(node.text.strip() + "\n\n", "digest", f"node:{res.node}",
-                                    {"node": res.node, "sources": list(res.sources)})
+                    self.ctx.grafts.read_alone(node.text.strip() + "\n\n", "digest", salt=f"node:{res.node}",
+                                               extra={"node": res.node, "sources": list(res.sources)})
         self.fold_results.extend(results)
         return results
 

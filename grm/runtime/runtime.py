@@ -300,8 +300,8 @@ class Runtime:
             return None
         text = USER_WORDS.format(text=user.strip())
         with torch.no_grad():
-            g = glue.read_alone(text, "evidence", "exchange",
-                                {"session": session, "turn": turn, "reply": reply.strip()})
+            g = self.grafts.read_alone(text, "evidence", salt="exchange",
+                                       extra={"session": session, "turn": turn, "reply": reply.strip()})
         glue.policy.observe(user, evidence_id=evidence_id(session, turn))
         return g.id
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from collections.abc import Callable, Collection, Iterable
 
 from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
-from grm.kv import KV, cache_from_kv, kv_from_cache
-from grm.kv.forward import prefill
+from grm.kv import KV
+from grm.kv.forward import read_after_sinks
 from grm.route import CHANNELS, Channels, Hit, combine, search
 from grm.route.dense import encode_key, key_width, query_key, routing_key
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, candidates
@@ -62,9 +62,7 @@ class SectionMemory:
             ids, fp = self._key(sec.text)
             fps.append(fp)
             if not ex.stored(fp):
-                cache = cache_from_kv(sinks)
-                prefill(ex.lm.model, cache, ids, seat)
-                kv = kv_from_cache(cache, seat, seat + len(ids))
+                kv = read_after_sinks(ex.lm.model, sinks, ids)
                 dense = encode_key(routing_key(kv, ex.dialect, seat, self.config.channels.dense))
                 ex.put_block(kv, fp, ex.sink_fp, seat, sec.text, ids,
                              {"doc": name, "index": i, "layout": "sections", "dense": dense})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from grm.grafts.floor import DocumentFrequencies, asks_memory, declarative, ground, stem, support, topic_terms
+from grm.grafts.floor import DocumentFrequencies, asks_memory, declarative, ground, support, topic_terms
 
 STORE = ["User: My locker code is 4721.\nAssistant: Noted.\n\n", "User: My cat is Pepper.\nAssistant: Nice.\n\n",
          "User: The garage code is 8305.\nAssistant: Ok.\n\n", "User: What is my sister's name?\nAssistant: Anna.\n\n"]
@@ -55,11 +55,6 @@ def test_grounding_abstains_below_the_floor_unless_an_identifier_is_found():
 ])
 def test_only_questions_about_the_users_memory_are_candidates(text, want):
     assert asks_memory(text) is want
-
-
-def test_stem_folds_plurals_and_possessives():
-    assert stem("Codes") == stem("code") and stem("sister's") == "sister" and stem("berries") == "berry"
-    assert stem("glass") == "glass"
 
 
 def test_a_turn_that_only_asked_is_not_evidence_and_answer_kinds_do_not_count():

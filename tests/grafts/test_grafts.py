@@ -66,6 +66,25 @@ def test_harvest_round_trip_and_fail_closed(make_runtime, tmp_path):
     assert other.grafts.load(g.id) is None and other.grafts.route("harbor master Quintar") == []
 
 
+def test_read_alone_stores_the_span_as_read_after_the_sinks_and_reads_it_once(make_runtime, monkeypatch):
+    """GraftMemory.read_alone: the graft holds the K/V of the text read alone after the sinks (the
+    same as harvesting that reading), and the same text, kind and salt again is the stored graft,
+    not a second forward pass."""
+    rt = make_runtime()
+    g = rt.grafts.read_alone(TEXTS[0], "fact", salt="fact:1", extra={"fact": "f-1"})
+    kv, ids, seat = read_alone(rt, TEXTS[0])
+    loaded = rt.grafts.load(g.id)
+    assert torch.equal(loaded.keys, kv.keys) and torch.equal(loaded.values, kv.values)
+    assert g.kind == "fact" and g.record.meta["seat"] == seat and g.record.meta["ids"] == ids
+    assert g.record.meta["fact"] == "f-1"
+    assert g.id == rt.grafts.harvest(kv, seat, TEXTS[0], ids, "fact", salt="fact:1").id
+    import grm.grafts.memory as memory
+
+    monkeypatch.setattr(memory, "read_after_sinks", lambda *a: pytest.fail("read again"))
+    assert rt.grafts.read_alone(TEXTS[0], "fact", salt="fact:1").id == g.id
+    assert rt.grafts.read_alone(TEXTS[0], "fact", ids=ids, salt="fact:1").id == g.id
+
+
 def test_bad_inputs(make_runtime):
     rt = make_runtime()
     harvest(rt, TEXTS[0])

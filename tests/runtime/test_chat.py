@@ -43,6 +43,29 @@ def test_turns_are_harvested_and_remembered_across_processes(make_runtime, tmp_p
     assert r.tokens_from_memory > len(rt2.exact.sink_ids)
 
 
+def test_each_harvest_mode_stores_the_turn_and_the_alone_modes_read_it_after_the_sinks(make_runtime):
+    """`live` slices the turn out of the live cache at its own seats; `standalone` (the turn) and
+    `user` (the user's words) store what reading them alone right after the sinks gives."""
+    import torch
+
+    from grm.kv.forward import read_after_sinks
+    from grm.runtime.chat import ChatSession
+
+    rt = make_runtime(max_new_tokens=4)
+    sinks = rt.exact.sinks()
+    for mode in ("live", "standalone", "user"):
+        said = ChatSession(rt.ctx, rt.policy_glue(), clear_context=True, harvest=mode).send(
+            "The vault code of Quintar is 7781.")
+        g = rt.grafts.get(said.harvested)
+        assert g.kind == "evidence" and "Quintar" in g.text and g.record.meta["harvest"] == mode
+        if mode == "user":
+            assert g.text == "User: The vault code of Quintar is 7781.\n\n"
+        if mode != "live":
+            assert g.record.meta["seat"] == sinks.tokens
+            kv, loaded = read_after_sinks(rt.lm.model, sinks, g.record.meta["ids"]), rt.grafts.load(g.id)
+            assert torch.equal(loaded.keys, kv.keys) and torch.equal(loaded.values, kv.values)
+
+
 def test_a_turn_demoted_to_the_archive_is_recalled_and_reported_lossy(make_runtime, tmp_path):
     from grm.archive.codebook_store import save_codebooks
     from grm.archive.tier import ArchiveConfig

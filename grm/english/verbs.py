@@ -1,25 +1,19 @@
-"""English words for the answer-lead rules (grm/runtime/lead.py): word classes and verb forms.
+"""English verbs for the answer-lead rules (grm/runtime/lead.py): verb forms and plural nouns.
 
 There is no part-of-speech tagger in the runtime, so the rules read a question's words by list:
-the closed classes (determiners, pronouns, be, prepositions, do-auxiliaries, modals, particles,
-adverbs), a few hundred common verbs (VERBS) with their irregular pasts and participles, and
-nouns that end in -s without being plural. The regular forms are derived, not listed: a verb's
-third person (leaves, carries), its past (opened, shipped, carried) and, back from either, its
-base and the do-auxiliary it takes ("ranks" -> rank, does). Pure functions over strings; nothing
-here knows what a question is.
+the closed classes (grm/english/words.py), the do-auxiliaries, particles and adverbs, a few
+hundred common verbs (VERBS) with their irregular pasts and participles, and nouns that end in -s
+without being plural. The regular forms are derived, not listed: a verb's third person (leaves,
+carries), its past (opened, shipped, carried) and, back from either, its base and the
+do-auxiliary it takes ("ranks" -> rank, does). Pure functions over strings; nothing here knows
+what a question is.
 """
 
 from __future__ import annotations
 
 import re
 
-# closed classes
-DETERMINERS = ("the", "my", "our", "your", "his", "her", "their", "its", "a", "an", "this", "that")
-PRONOUNS = ("i", "we", "you", "they", "he", "she", "it")
-BE = ("is", "are", "was", "were")
-PREPOSITIONS = ("to", "from", "in", "at", "on", "for", "with", "into", "by", "of")
-AUX = {"does": "present", "do": "plural", "did": "past"}
-MODALS = ("should", "can", "could", "will", "would", "must", "may", "might")
+AUX = {"does": "present", "do": "plural", "did": "past"}  # the do-auxiliaries (words.DO) and the tense each sets
 PARTICLES = frozenset("in up out off down over back away".split())
 ADVERBS = frozenset("first last originally initially officially recently ever once still also already just".split())
 
