@@ -8,7 +8,8 @@ is authoritative: the store is. Every read first brings the rows up to the store
 unchanged -> nothing read; moved -> per kind the rows written since (`ChangeFeed.rows_since`;
 when the store holds a different count than expected, rows were deleted and `ChangeFeed.keys`
 says which), or, on a backend without a change feed (Redis, shared with other writers), the
-kind's whole listing, compared with what is held so that only changed rows count as changed.
+tenant's listing, read once for the four kinds and compared with what is held so that only
+changed rows count as changed.
 A process that starts reads the listing once.
 
 What is derived, per claim (subject, predicate: the facts that can shadow or supersede each
@@ -79,7 +80,7 @@ class FactIndex:
         self.store, self.tenant = store, tenant
         self.lock = threading.RLock()
         self.observer: Observer | None = None
-        self.full_reads = 0  # times a kind's whole listing was read (the first build included)
+        self.full_reads = 0  # listings read: one per kind at the first read; the tenant's, without a change feed
         self._clear()
 
     def _clear(self) -> None:
@@ -116,24 +117,35 @@ class FactIndex:
         lsn = self.store.last_lsn
         if lsn == self.lsn:
             return
-        for kind in KINDS:
-            held = self.rows[kind]
-            if self.lsn >= 0 and isinstance(self.store, ChangeFeed):
-                rows, count = self.store.rows_since(self.tenant, kind, self.lsn)
-                if len(held) + sum(1 for r in rows if r.key not in held) != count:
-                    present = self.store.keys(self.tenant, kind)  # rows were deleted: which
-                    for key in [k for k in held if k not in present]:
-                        self._drop(kind, key)
-            else:  # no change feed: the listing, of which only rows not held as they are count
-                self.full_reads += 1
-                rows = list(self.store.records(self.tenant, kind))
-                present = {r.key for r in rows}
+        if isinstance(self.store, ChangeFeed):
+            for kind in KINDS:
+                held = self.rows[kind]
+                if self.lsn < 0:  # the first read: the listing
+                    self.full_reads += 1
+                    rows = list(self.store.records(self.tenant, kind))
+                else:
+                    rows, count = self.store.rows_since(self.tenant, kind, self.lsn)
+                    if len(held) + sum(1 for r in rows if r.key not in held) != count:
+                        present = self.store.keys(self.tenant, kind)  # rows were deleted: which
+                        for key in [k for k in held if k not in present]:
+                            self._drop(kind, key)
+                for rec in rows:
+                    self._put(rec)
+        else:  # no change feed (other writers may share the store): the tenant's listing, read once for
+            # every kind (a Redis listing is the tenant's whole hash), of which only rows changed count
+            self.full_reads += 1
+            listing: dict[str, dict[str, Record]] = {k: {} for k in KINDS}
+            for rec in self.store.records(self.tenant):
+                if rec.kind in listing:
+                    listing[rec.kind][rec.key] = rec
+            for kind, present in listing.items():
+                held = self.rows[kind]
                 for key in [k for k in held if k not in present]:
                     self._drop(kind, key)
-            for rec in rows:
-                old = held.get(rec.key)
-                if old is None or old.lsn != rec.lsn or old.state != rec.state:
-                    self._put(rec)
+                for rec in sorted(present.values(), key=lambda r: r.lsn):
+                    old = held.get(rec.key)
+                    if old is None or old.lsn != rec.lsn or old.state != rec.state:
+                        self._put(rec)
         self.lsn = lsn
 
     def _touch(self, fact_id: str) -> None:
