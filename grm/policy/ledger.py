@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 from grm.errors import StoreError, UserInputError
 from grm.policy.fact import Evidence, Fact, rank
-from grm.store import kinds
+from grm.store import Record, kinds
 from grm.store.backend import StoreBackend
 from grm.store.record import canonical_json
 
@@ -49,6 +49,19 @@ def _combine(confidences: Sequence[float]) -> float:
     return round(1.0 - miss, 6)
 
 
+def view(rec: Record, supports: Sequence[Record], link: Record | None) -> Fact:
+    """A fact node's effective view: the node `rec`, its active support rows `supports` (oldest
+    first) folded in, and its graft link row `link` (any state), if any."""
+    fact = Fact.from_meta(rec.key, rec.meta, rec.state)
+    if not supports and link is None:
+        return fact
+    intent = max([fact.node_intent] + [s.meta["intent"] for s in supports], key=rank)
+    evidence = fact.evidence + tuple(Evidence.from_json(s.meta["evidence"]) for s in supports)
+    return fact.with_(intent=intent, count=fact.node_count + len(supports),
+                      confidence=_combine([fact.node_confidence] + [s.meta["confidence"] for s in supports]),
+                      evidence=evidence, graft=link.meta["graft"] if link is not None else fact.graft)
+
+
 class Ledger:
     """Fact nodes of one tenant, read as effective views (node + supports + graft link)."""
 
@@ -58,17 +71,8 @@ class Ledger:
 
     # ---- reads -----------------------------------------------------------------------------
 
-    def _view(self, rec) -> Fact:
-        fact = Fact.from_meta(rec.key, rec.meta, rec.state)
-        supports = self.store.children(self.tenant, SUPPORT, rec.key)
-        link = self.store.get(self.tenant, GRAFT, rec.key)
-        if not supports and link is None:
-            return fact
-        intent = max([fact.node_intent] + [s.meta["intent"] for s in supports], key=rank)
-        evidence = fact.evidence + tuple(Evidence.from_json(s.meta["evidence"]) for s in supports)
-        return fact.with_(intent=intent, count=fact.node_count + len(supports),
-                          confidence=_combine([fact.node_confidence] + [s.meta["confidence"] for s in supports]),
-                          evidence=evidence, graft=link.meta["graft"] if link is not None else fact.graft)
+    def _view(self, rec: Record) -> Fact:
+        return view(rec, self.store.children(self.tenant, SUPPORT, rec.key), self.store.get(self.tenant, GRAFT, rec.key))
 
     def get(self, fact_id: str) -> Fact | None:
         rec = self.store.get(self.tenant, FACT, fact_id)

@@ -12,7 +12,8 @@ Lifecycle (who calls what, when; the runtime's chat loop is the usual caller):
 3. After each ordinary turn: `observe(text, evidence_id=turn id, now=...)` runs the extractor
    and puts its proposals through the conflict rules (intent inferred).
 4. Before answering: `facts(now)` (live facts visible in this project/session, the narrowest
-   scope winning) and `pinned(now)` say which fact grafts to offer; `fact(id)` reads one.
+   scope winning; read from `self.index`, grm/policy/factindex.py, kept in step with the store
+   by LSN) and `pinned(now)` say which fact grafts to offer; `fact(id)` reads one.
 5. Folding (`self.folder`, `grm.policy.fold.Folder`): `fold_pending(turns, now=...)` after
    turns; `retired()` for the router to skip folded sources; `descend(node)` to expand a digest
    or era the router picked into its source ids.
@@ -31,6 +32,7 @@ from grm.errors import UserInputError
 from grm.policy.config import PolicyConfig
 from grm.policy.extract import Extractor, RuleExtractor, parse_statement
 from grm.policy.fact import Evidence, Fact, FactProposal, Scope, norm, words
+from grm.policy.factindex import FactIndex
 from grm.policy.fold import Folder
 from grm.policy.grammar import Command, parse
 from grm.policy.ledger import FACT, Ledger, new_key
@@ -133,6 +135,7 @@ class PolicyMemory:
         self.ledger = Ledger(store, self.tenant)
         self.reviews = ReviewBuffer(store, self.tenant)
         self.folder = Folder(store, self.config)
+        self.index = FactIndex(store, self.tenant)  # the ledger's rows, kept in step by LSN
         self.lock = threading.RLock()
 
     def configure(self, **changes: object) -> None:
@@ -298,13 +301,7 @@ class PolicyMemory:
         """Live facts visible in this context; of single-valued claims only the narrowest scope's
         (a project's "my editor is vim" shadows the tenant's "my editor is emacs" there)."""
         now = time.time() if now is None else now
-        ctx = self.config.scope
-        live = [f for f in self.ledger.active() if f.live(now) and f.scope.visible_in(ctx)]
-        deepest: dict[tuple[str, str], int] = {}
-        for f in live:
-            if not f.multi_valued:
-                deepest[f.key] = max(deepest.get(f.key, 0), f.scope.depth)
-        return [f for f in live if f.multi_valued or f.scope.depth == deepest[f.key]]
+        return self.index.facts(now, self.config.scope)  # grm/policy/factindex.py: no pass over the ledger
 
     def pinned(self, now: float | None = None) -> list[Fact]:
         return [f for f in self.facts(now) if f.pinned]

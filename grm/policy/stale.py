@@ -40,16 +40,16 @@ def stale_values(nodes: Iterable[Fact], live: Iterable[Fact], now: float) -> lis
     """The old values of every single-valued claim whose fact is no longer live (superseded,
     forgotten or expired; a fact live in another session or project is not stale), unless a
     live fact of the same claim holds that value again."""
-    now: dict[tuple[str, str], set[str]] = {}
+    values: dict[tuple[str, str], set[str]] = {}  # claim -> the values live now
     live_ids = set()
     for f in live:
         live_ids.add(f.id)
-        now.setdefault(f.key, set()).add(f.value_key)
+        values.setdefault(f.key, set()).add(f.value_key)
     out: dict[tuple, StaleValue] = {}
     for f in nodes:
         if f.id in live_ids or f.key[1] in MULTI_VALUED or (f.state == "active" and not f.expired(now)):
             continue
-        value, held = norm(f.value), now.get(f.key, set())
+        value, held = norm(f.value), values.get(f.key, set())
         subject = frozenset(words(f.subject)) - FUNCTION_WORDS
         if not value or value in held or not subject:
             continue

@@ -14,7 +14,11 @@ process is never served as it was.
 
 Users: graft routing (grm/grafts/memory.py: admits this model's active, unretired grafts and
 counts their words for the abstain floor) and section selection (grm/sections/memory.py: the
-blocks read alone after the sinks). Each builds its index lazily, on the first query.
+blocks read alone after the sinks). Each builds its index lazily, on the first query. A watcher
+(`watch`: the policy glue's routing exclusions, grm/runtime/policy_glue.py) is told, under the
+index's lock, each routable row as it is admitted (`put`), each that stops being routable
+(`drop`) and each full read about to start (`reset`), so it keeps its own state in step with the
+same reads.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -37,6 +42,16 @@ NOT_ROUTABLE = -1
 DENSE_CANDIDATES = 64
 
 
+class Watcher(Protocol):
+    """Told what the index admits and drops (`DenseIndex.watch`)."""
+
+    def reset(self) -> None: ...
+
+    def put(self, rec: Record) -> None: ...
+
+    def drop(self, key: str) -> None: ...
+
+
 class DenseIndex:
     def __init__(self, store, tenant: str, kind: str, width: int, admit: Callable[[Record], bool],
                  words: Callable[[str], Iterable[str]] | None = None) -> None:
@@ -47,9 +62,24 @@ class DenseIndex:
         self.admit, self.count_words = admit, words
         self.lock = threading.Lock()
         self.full_reads = 0  # times the whole listing was read (the first build included)
+        self.watchers: list[Watcher] = []
         self._reset()
 
+    def watch(self, watcher: Watcher) -> None:
+        """Tell `watcher` from now on; the listing is read again at the next read, so it is told
+        every routable row."""
+        with self.lock:
+            self.watchers.append(watcher)
+            self.lsn = -1
+
+    def sync(self) -> None:
+        """Bring the index (and its watchers) up to the store's last LSN."""
+        with self.lock:
+            self.refresh()
+
     def _reset(self) -> None:
+        for w in self.watchers:
+            w.reset()
         self.lsn = -1  # the store LSN this index reflects
         self.seen: dict[str, int] = {}  # every row of (tenant, kind) -> its slot, or NOT_ROUTABLE
         self.keys_of: list[str] = []  # slot -> row key
@@ -95,6 +125,8 @@ class DenseIndex:
         if slot != NOT_ROUTABLE and self._live[slot]:
             self._live[slot] = False
             self.dead += 1
+            for w in self.watchers:
+                w.drop(self.keys_of[slot])
             for t in self.words[slot]:
                 self.df[t] -= 1
             self.n -= bool(self.count_words)
@@ -123,6 +155,8 @@ class DenseIndex:
         rows = decode_keys(rec.meta.get("dense"), self.width)
         if rows is not None:  # a row without a dense key is left to the lexical channel
             self._append(rows, slot)
+        for w in self.watchers:
+            w.put(rec)
 
     def _append(self, rows: np.ndarray, slot: int) -> None:
         need = self._rows + len(rows)

@@ -25,10 +25,12 @@ from grm.grafts import Graft, Routed
 from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory, RuleExtractor
 from grm.policy.memory import AlignedReader, about_the_user
 from grm.policy.model_extract import ModelUpdateReader
-from grm.policy.stale import stale_text, stale_values
+from grm.policy.exclusions import Exclusions
 from grm.route import LexicalConfig, search
+from grm.route.index import DenseIndex
 from grm.route.lexical import identifiers
 from grm.runtime.lead import spoken_back
+from grm.store import Record
 from grm.store.kinds import GRAFT
 
 if TYPE_CHECKING:
@@ -72,6 +74,25 @@ def evidence_id(session: str, turn: int) -> str:
     return f"{session}#{turn}"
 
 
+class _GraftFeed:
+    """The routable grafts the dense-key index admits and drops, fed to the exclusions."""
+
+    def __init__(self, excluded: Exclusions) -> None:
+        self.excluded = excluded
+
+    def reset(self) -> None:
+        self.excluded.reset()
+
+    def put(self, rec: Record) -> None:
+        meta = rec.meta
+        kind = meta.get("kind", "evidence")  # as Graft.from_record reads it
+        ev = evidence_id(meta.get("session", ""), int(meta.get("turn", 0))) if kind == "evidence" else None
+        self.excluded.put(rec.key, kind, ev, rec.text or "")
+
+    def drop(self, key: str) -> None:
+        self.excluded.drop(key)
+
+
 class PolicyGlue:
     def __init__(self, ctx: "Context", store: "StoreBackend") -> None:
         """One per runtime (tenant): `ask` and every chat share it, so one PolicyMemory decides
@@ -85,6 +106,8 @@ class PolicyGlue:
                                    extractor=RuleExtractor(updates=choice != "model"), readers=readers,
                                    grafter=self.fact_graft, culler=self.cull)
         self.fold_results: list[FoldResult] = []
+        self.excluded = Exclusions(self.policy.index)
+        self._watched: DenseIndex | None = None  # the dense-key index feeding `excluded`
 
     def begin(self, session: str | None, policy: dict | None = None) -> None:
         """Enter a chat session (None: outside a chat); `policy`: PolicyConfig fields to override
@@ -122,32 +145,16 @@ class PolicyGlue:
 
     # ----- routing exclusions --------------------------------------------------------------------
     def exclusions(self, now: float | None = None) -> frozenset[str]:
-        """Graft ids routing must skip now (see the module docstring)."""
+        """Graft ids routing must skip now (see the module docstring): kept up to date by
+        grm/policy/exclusions.py from the policy's fact index and the graft router's dense-key
+        index, both in step with the store by LSN; no pass over the facts or the grafts."""
         now = time.time() if now is None else now
-        live = self.policy.facts(now)
-        live_ids = {f.id for f in live}
-        live_grafts = {f.graft for f in live if f.graft}
-        live_evidence = {e.id for f in live for e in f.evidence}
-        dead_evidence: set[str] = set()
-        out: set[str] = set(self.policy.folder.retired())
-        for f in self.policy.ledger.nodes():
-            if f.id not in live_ids:
-                dead_evidence.update(e.id for e in f.evidence)
-                if f.graft and f.graft not in live_grafts:
-                    out.add(f.graft)
-        stale = dead_evidence - live_evidence
-        old_values = stale_values(self.policy.ledger.nodes(), live, now)  # truth wins ties
-        if stale or old_values:
-            for g in self.ctx.grafts.grafts():
-                meta = g.record.meta
-                if g.kind == "evidence" and evidence_id(meta.get("session", ""), int(meta.get("turn", 0))) in stale:
-                    out.add(g.id)
-                elif g.kind in ("evidence", "digest") and stale_text(g.text, old_values):
-                    out.add(g.id)  # holds a value memory no longer holds (grm/policy/stale.py)
-        for g in self.ctx.grafts.grafts(kind="fact"):
-            if g.id not in live_grafts:
-                out.add(g.id)
-        return frozenset(out)
+        index = self.ctx.grafts.index()
+        if self._watched is not index:  # the first question (or a new router): it feeds every routable graft
+            index.watch(_GraftFeed(self.excluded))
+            self._watched = index
+        index.sync()
+        return self.excluded.current(now, self.policy.config.scope)
 
     # ----- descent -----------------------------------------------------------------------------
     def descend(self, routed: list[Routed], query: str, exclude: frozenset[str]) -> list[Routed]:
@@ -155,7 +162,7 @@ class PolicyGlue:
         it when no source matches; duplicates dropped."""
         out: list[Routed] = []
         seen: set[str] = set()
-        blocked = exclude - self.policy.folder.retired()  # folded turns are what descent brings back
+        blocked = self.policy.index.without_retired(exclude)  # folded turns are what descent brings back
         for r in routed:
             node = r.graft.record.meta.get("node")
             chosen = [r]

@@ -27,3 +27,15 @@ def test_a_value_held_again_and_multi_valued_claims_are_not_stale(mem):
     mem.handle("forget: tea", evidence_id="s#5", now=5.0)
     stale = stale_values(mem.ledger.nodes(), mem.facts(6.0), 6.0)
     assert [s.value for s in stale] == ["max"]
+
+
+def test_an_expired_fact_s_value_is_stale_and_reading_it_does_not_fail(mem):
+    """An active fact past its expiry is no longer live: its value is stale (the dict of live
+    values once shadowed `now`, and comparing the expiry with it raised TypeError)."""
+    mem.configure(session="s", extracted_lifetime="volatile")
+    mem.observe("My locker code is 1234.", evidence_id="s#1", now=1.0)
+    [fact] = mem.facts(2.0)
+    assert fact.expires_at is not None
+    later = fact.expires_at + 1.0
+    stale = stale_values(mem.ledger.nodes(), mem.facts(later), later)
+    assert [(s.value, s.live) for s in stale] == [("1234", ())]

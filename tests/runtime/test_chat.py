@@ -286,3 +286,40 @@ def test_a_label_asked_leads_with_the_label_where_the_text_read_says_it(question
     assert fit_lead(answer_lead(question), read, question) == want
     assert turn_read(question, read=iter(read))[1] == want
     assert fit_lead(answer_lead(question), [], question) == answer_lead(question)  # nothing read: the rules' lead
+
+
+def test_kept_exclusions_are_the_pass_over_memory_through_a_chat_a_retire_a_delete_and_a_restart(make_runtime, tmp_path):
+    """The exclusions a routed question reads (kept in step with the store by LSN: the policy's
+    fact index and the graft router's dense-key index) equal the pass over every fact and graft
+    they replaced (bench/routing_scale.py `scan_exclusions`) after each kind of change."""
+    import time
+
+    from bench.routing_scale import scan_exclusions
+    from grm.store.kinds import GRAFT
+
+    rt = make_runtime(max_new_tokens=2, store=tmp_path / "kept")
+    chat = rt.chat(clear_context=True, fold=True)
+
+    def same() -> frozenset[str]:
+        now = time.time()
+        got = chat.glue.exclusions(now)
+        assert got == scan_exclusions(chat.glue.policy, rt.grafts.grafts, now)
+        return got
+
+    said = chat.send("My locker code is 1234.")
+    same()
+    chat.send("correct memory: locker code 1234 => 5678")
+    assert said.harvested in same()
+    for i in range(8):
+        chat.send(f"Small talk number {i} about the weather.")
+        same()
+    evidence = [g for g in rt.grafts.grafts(kind="evidence")]
+    rt.grafts.retire([evidence[-1].id], into="test")
+    same()
+    rt.store.delete(rt.config.tenant, GRAFT, evidence[-2].id)
+    got = same()
+    rt.close()
+    again = make_runtime(max_new_tokens=2, store=tmp_path / "kept")
+    glue = again.policy_glue()
+    now = time.time()
+    assert glue.exclusions(now) == got == scan_exclusions(glue.policy, again.grafts.grafts, now)
