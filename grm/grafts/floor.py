@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from grm.route.lexical import _STOP, _WORD, forms, identifiers
+from grm.route.lexical import STOP_WORDS, WORD, forms, identifiers
 
 DEFAULT_FLOOR = 0.449  # calibrated on the tuning split of bench/fidelity.py; see bench/results/fidelity.md
 ABSTAIN_LINE = "I don't have anything in memory about that."
@@ -69,8 +69,8 @@ def stem(word: str) -> str:
 
 def terms(text: str) -> set[str]:
     """Content words of `text` (stemmed; function words dropped)."""
-    out = {stem(w) for w in _WORD.findall(text) if w.casefold() not in _STOP and w.strip("'-")}
-    return {t for t in out if t not in _STOP}  # "What's", "who's" are function words too
+    out = {stem(w) for w in WORD.findall(text) if w.casefold() not in STOP_WORDS and w.strip("'-")}
+    return {t for t in out if t not in STOP_WORDS}  # "What's", "who's" are function words too
 
 
 def question_terms(question: str) -> set[str]:
@@ -152,11 +152,11 @@ def topic_terms(question: str) -> set[str]:
     verb = m["verb"].casefold() if (m := _DO_VERB.search(question)) else None
     out: set[str] = set()
     on = False
-    for w in _WORD.findall(question):
+    for w in WORD.findall(question):
         low = w.casefold()
         if low in _DETERMINERS:
             on = True
-        elif low in _STOP:
+        elif low in STOP_WORDS:
             on = False
         elif on and not (len(low) > 4 and low.endswith("ed")) and low != verb:
             out.add(stem(w))

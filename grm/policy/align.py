@@ -57,7 +57,7 @@ import re
 from collections.abc import Iterable
 
 from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stem, stems
-from grm.policy.updates import _CUE, EVENT_VERB
+from grm.policy.updates import CUE, EVENT_VERB
 
 _DAYS = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|weekends?|tomorrow|tonight"  # months: `_MONTH`
 _TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d{2}\b|\bnoon\b|\bmidnight\b|\bmidday\b",
@@ -386,7 +386,7 @@ def may_update(text: str) -> bool:
     text = text.strip()
     aside = re.sub(r"\([^()]*\)", " ", text)  # "(kitchen fire??)" asks nothing of the claim around it
     return bool(text) and len(text.split()) <= MAX_WORDS and not _NOT_A_CLAIM.search(aside) and bool(
-        _CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE))
+        CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE))
 
 
 def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed: bool = False,

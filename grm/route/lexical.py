@@ -19,8 +19,8 @@ from grm.store.backend import StoreBackend
 
 MAX_CANDIDATES = 4096  # rows fetched at most when `keep` rejects most of the index's best ones
 FORM_WEIGHT = 0.5  # a word matched in another inflection (`forms`) counts this much of an exact match
-_WORD = re.compile(r"[\w'-]+", re.UNICODE)
-_STOP = frozenset(
+WORD = re.compile(r"[\w'-]+", re.UNICODE)
+STOP_WORDS = frozenset(
     "what which who whom whose when where why how is are was were be been being am the a an of in on at to "
     "for by with from and or but if then than so as do does did done i me my mine you your yours he him his "
     "she her hers it its we us our they them their this that these those there here can could would should "
@@ -52,13 +52,13 @@ def identifiers(text: str) -> list[str]:
     """Numbers and proper-name-like words of `text` (not the first word of a sentence)."""
     out: list[str] = []
     sentence_start = True
-    for m in _WORD.finditer(text):
+    for m in WORD.finditer(text):
         word = m.group(0)
         prev = text[: m.start()].rstrip()
         sentence_start = not prev or prev[-1] in ".!?:\n"
         if any(ch.isdigit() for ch in word):
             out.append(word)
-        elif word[0].isupper() and not sentence_start and word.lower() not in _STOP:
+        elif word[0].isupper() and not sentence_start and word.lower() not in STOP_WORDS:
             out.append(word)
     return list(dict.fromkeys(out))
 
@@ -100,7 +100,7 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
            keep: "callable[[Record], bool]" = lambda r: True) -> list[Hit]:
     """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent).
     Function words are dropped from the query first: "my" or "what" in common is not evidence."""
-    words = [w for w in _WORD.findall(query) if w.casefold() not in _STOP]
+    words = [w for w in WORD.findall(query) if w.casefold() not in STOP_WORDS]
     if not words:
         return []
     query = " ".join(words)
@@ -115,7 +115,7 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
             limit *= 4
 
     found = ranked(query)
-    said = {t.casefold() for r, _ in found for t in _WORD.findall(r.text or "")}
+    said = {t.casefold() for r, _ in found for t in WORD.findall(r.text or "")}
     other = list(dict.fromkeys(f for w in words if w.casefold() not in said for f in forms(w)))
     if other:  # a word no candidate says as asked, found in its other forms at FORM_WEIGHT of their BM25
         scores = {r.key: [r, s] for r, s in found}

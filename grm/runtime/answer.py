@@ -43,7 +43,7 @@ from grm.kv.forward import prefill
 from grm.models import LoadedModel
 from grm.models.template import ChatTemplate
 from grm.policy.align import related
-from grm.route.lexical import _STOP, _WORD
+from grm.route.lexical import STOP_WORDS as _STOP, WORD as _WORD
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
 from grm.runtime.lead import answer_lead, asked_label
