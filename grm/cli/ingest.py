@@ -7,7 +7,7 @@ import sys
 
 from grm.cli.common import Choices, byte_count, emit, open_runtime, show_progress
 from grm.cli.terminal import say
-from grm.cli.tier import add_budget_flag, after_write
+from grm.cli.tier import add_budget_flag
 from grm.errors import UserInputError
 
 
@@ -44,11 +44,14 @@ def run(args: argparse.Namespace) -> int:
                          "store_budget": ("--store-budget", args.store_budget)})
     if server is not None:
         return through(server, docs, args)
+    from grm.runtime.admin import payload_bytes
+    from grm.runtime.tiering import Tiering
+
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
-        before = stored_bytes(rt.store, args.tenant)
+        before = payload_bytes(rt.store, args.tenant)
         results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
-        added = stored_bytes(rt.store, args.tenant) - before
-        tiering = after_write(rt, args.store_budget)
+        added = payload_bytes(rt.store, args.tenant) - before
+        tiering = Tiering(rt, args.store_budget).after_write()
     tokens = sum(r.tokens for r in results)
     out = {"documents": len(results), "blocks": sum(r.blocks for r in results),
            "computed": sum(r.computed for r in results), "tokens": tokens, "stored_bytes": added,
@@ -88,8 +91,3 @@ def through(server, docs: list, args: argparse.Namespace) -> int:
           "bytes_per_token": round(added / tokens) if tokens else 0}, args.json)
     return 0
 
-
-def stored_bytes(store, tenant: str) -> int:
-    """Payload bytes the tenant's records hold (a payload shared within a kind counted once)."""
-    kinds = store.stats().get("tenants", {}).get(tenant, {})
-    return sum(k.get("payload_bytes", 0) for k in kinds.values())
