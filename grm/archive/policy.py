@@ -5,7 +5,8 @@ StoreBackend interface only.
 
 Lifecycle (who calls what, when):
 1. A face (`grm tier`, `grm ingest --store-budget`, the server after a write, a chat after a turn)
-   builds one `TieringPolicy(store, lm, dialect, budget)` per process; `uses` (a UseLog)
+   builds one `TieringPolicy(store, lm, dialect, budget)` per process, through the runtime
+   (grm/runtime/tiering.py `Tiering`: the one place that builds and runs it); `uses` (a UseLog)
    counts mounts on the request path (`note_answer`), which the next run writes.
 2. `due()` is a cheap check (the backend's stats, no row walk); `run()` applies, `run(dry_run=True)`
    says what would move and why and writes nothing. A long-lived process calls `run()` after a

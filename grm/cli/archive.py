@@ -13,12 +13,12 @@ import argparse
 
 from grm.cli.common import Choices, common_parser, emit, open_runtime, open_store, show_progress
 from grm.errors import UserInputError
-from grm.store import kinds
 
-RULES = Choices("grm.archive.salient", "RULES")
-SALIENT_STORAGES = Choices("grm.archive.salient", "STORAGES")
-CODEBOOK_STORAGES = Choices("grm.archive.rvq", "STORAGES")
-CODECS = Choices("grm.archive.archived", "CODECS")
+RULES = Choices("grm.runtime.archiving", "SALIENT_RULES")
+SALIENT_STORAGES = Choices("grm.runtime.archiving", "SALIENT_STORAGES")
+CODEBOOK_STORAGES = Choices("grm.runtime.archiving", "CODEBOOK_STORAGES")
+CODECS = Choices("grm.runtime.archiving", "CODECS")
+KINDS = Choices("grm.runtime.archiving", "DEMOTABLE_KINDS")
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -51,8 +51,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         "--keep-salient digits|names the tokens holding numbers (and names) also keep rows of their own. KEY may be "
                         "a unique prefix. Mounting from the archive is lossy, never an exact hit.")
     d.add_argument("keys", nargs="*", metavar="KEY", help="key (or unique prefix) of a stored record of --kind")
-    d.add_argument("--kind", choices=(kinds.BLOCK, kinds.GRAFT), default=kinds.BLOCK,
-                   help="what to demote (default block; document grafts follow their block)")
+    d.add_argument("--kind", choices=KINDS, default=None, metavar="KIND",
+                   help="what to demote: %(choices)s (default block; document grafts follow their block)")
     d.add_argument("--all", action="store_true",
                    help="every stored record of --kind of the tenant (fact grafts stay exact unless named)")
     d.add_argument("--keep-newest", type=int, default=0, metavar="N", help="with --all: leave the N newest (default 0)")
@@ -83,21 +83,31 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 def run(args: argparse.Namespace) -> int:
     if args.archive_command == "stats":
-        from grm.archive.tier import tier_stats
+        from grm.runtime.archiving import stats
 
         with open_store(args, read_only=True) as store:
-            emit(tier_stats(store, args.tenant), args.json)
+            emit(stats(store, args.tenant), args.json)
         return 0
     if args.archive_command == "train":
         return _train(args)
     return _demote(args)
 
 
-def _train(args: argparse.Namespace) -> int:
+def _bar(args: argparse.Namespace, desc: str, unit: str):
+    """A progress bar on stderr and the (done, total) callback that moves it."""
     from tqdm import tqdm
 
-    from grm.archive.codebook_store import save_codebooks
-    from grm.archive.train import TrainConfig, train_codebooks
+    bar = tqdm(desc=desc, unit=unit, disable=not show_progress(args), leave=False)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    return bar, progress
+
+
+def _train(args: argparse.Namespace) -> int:
+    from grm.runtime.archiving import TrainConfig, train
     from grm.runtime.files import collect
 
     cfg = TrainConfig(k=args.k, key_stages=args.key_stages, value_stages=args.value_stages, iters=args.iters,
@@ -107,72 +117,29 @@ def _train(args: argparse.Namespace) -> int:
             text = "\n\n".join(d.text for d in collect(args.paths))
         else:
             text = rt.stored_text()
-        if not text.strip():
-            raise UserInputError("no text to train on: give PATH... or ingest documents into this tenant first")
-        with tqdm(desc="harvest", unit="window", disable=not show_progress(args), leave=False) as bar:
-            def progress(done: int, total: int) -> None:
-                bar.total = total
-                bar.update(done - bar.n)
-
-            books = train_codebooks(rt.lm, rt.dialect, text, cfg, progress)
-        rec = save_codebooks(rt.store, books)
-        out = {"model": rt.lm.name, "identity": books.identity, "version": books.version, "k": books.config.k,
-               "key_stages": books.config.key_stages, "value_stages": books.config.value_stages,
-               "train_tokens": int(books.train.get("tokens", 0)), "storage": books.config.storage_dtype,
-               "codebook_bytes": rec.payload_size}
+        bar, progress = _bar(args, "harvest", "window")
+        with bar:
+            out = train(rt, text, cfg, progress)
     emit(out, args.json)
     return 0
 
 
-def _resolve(store, tenant: str, keys: list[str], kind: str = "block") -> list[str]:
-    """Full keys of stored records of `kind` named by KEY or a unique prefix of one."""
-    active = [r.key for r in store.records(tenant, kind) if r.state == "active"]
-    out = []
-    for key in keys:
-        hits = [k for k in active if k.startswith(key)] if key else []
-        if key in active:
-            hits = [key]
-        if not hits:
-            raise UserInputError(f"no stored {kind} {key!r} in tenant {tenant!r}")
-        if len(hits) > 1:
-            raise UserInputError(f"{kind} key prefix {key!r} is ambiguous ({len(hits)} {kind}s)")
-        out.append(hits[0])
-    return out
-
-
 def _demote(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from grm.archive.codebook_store import codebook_versions
-    from grm.archive.tier import ArchiveConfig
+    from grm.runtime.archiving import DEMOTABLE_KINDS, ArchiveConfig, demote
 
     if args.all == bool(args.keys):
         raise UserInputError("give KEY... or --all (not both)")
     if args.keep_newest < 0 or (args.keep_newest and not args.all):
         raise UserInputError("--keep-newest N needs --all and N >= 0")
+    kind = args.kind or DEMOTABLE_KINDS[0]
     cfg = ArchiveConfig(recent=args.recent, key_stages=args.key_stages, value_stages=args.value_stages,
                         codec=args.codec, drop_exact=args.drop_exact, keep_salient=args.keep_salient,
                         salient_context=args.salient_context, salient_storage=args.salient_storage)
     with open_runtime(args, create=False) as rt:
-        identity = rt.lm.identity
-        versions = codebook_versions(rt.store, identity)
-        if not versions:
-            raise UserInputError(f"no codebooks for model {rt.lm.name} in this store: run `grm archive train` first")
-        version = args.codebook or versions[-1]
-        if version not in versions:
-            raise UserInputError(f"no codebooks {version!r} for model {rt.lm.name} (stored: {', '.join(versions)})")
-        tier = rt.archive
-        books = tier.codebooks(version)
-        if books is None:
-            raise UserInputError(f"codebooks {version} of model {rt.lm.name} are damaged: train them again")
-        keys = None if args.all else _resolve(rt.store, rt.config.tenant, args.keys, args.kind)
-        with tqdm(desc="demote", unit=args.kind, disable=not show_progress(args), leave=False) as bar:
-            def progress(done: int, total: int) -> None:
-                bar.total = total
-                bar.update(done - bar.n)
-
-            report = tier.demote(rt.config.tenant, books, keys=keys, kinds=(args.kind,),
-                                 keep_newest=args.keep_newest, config=cfg, progress=progress)
+        bar, progress = _bar(args, "demote", kind)
+        with bar:
+            version, report = demote(rt, None if args.all else args.keys, kind, cfg, version=args.codebook,
+                                     keep_newest=args.keep_newest, progress=progress)
     out = {"codebook": version, **report.to_json()}
     if not args.json:
         out.pop("keys")

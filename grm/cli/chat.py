@@ -15,7 +15,7 @@ from pathlib import Path
 from grm.cli.common import (MAX_NEW_TOKENS_HELP, Choices, add_mount_flags, byte_count, mount_options, open_runtime,
                             positive_int)
 from grm.cli.terminal import json_text, say
-from grm.cli.tier import BudgetKeeper, add_budget_flag
+from grm.cli.tier import add_budget_flag
 from grm.errors import UserInputError
 
 
@@ -43,7 +43,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="graft K/V kept on the device plane between turns, e.g. 64M (default 64M)")
     add_mount_flags(p)
     add_budget_flag(p)
-    p.add_argument("--channel", default="combined", choices=Choices("grm.route", "CHANNELS"), metavar="CHANNEL",
+    p.add_argument("--channel", default="combined", choices=Choices("grm.runtime.config", "CHANNELS"),
+                   metavar="CHANNEL",
                    help="routing channel: %(choices)s (default combined)")
     p.add_argument("--fold", action="store_true",
                    help="fold old turns into digests (and digests into eras) as the conversation grows")
@@ -81,11 +82,13 @@ def _refuse(args: argparse.Namespace, turn: int, line: str, exc: UserInputError)
 
 
 def run(args: argparse.Namespace) -> int:
+    from grm.runtime.tiering import Tiering
+
     lines = read_script(args.script) if args.script else None
     with open_runtime(args, graft_k=args.grafts, seat_budget=args.seat_budget, device_budget=args.device_budget,
                       **mount_options(args), channel=args.channel, max_new_tokens=args.max_new_tokens) as rt:
         session = rt.chat(clear_context=args.clear_context, window_turns=args.window, fold=args.fold)
-        tiering = BudgetKeeper(rt, args.store_budget)
+        tiering = Tiering(rt, args.store_budget)  # one policy for the whole chat: its mounts count
         source = lines if lines is not None else stdin_lines(iter(sys.stdin.buffer.readline, b""))
         for line in source:
             if isinstance(line, UserInputError):  # one bad line does not end the conversation

@@ -2,7 +2,7 @@
 and printing.
 
 Nothing here imports torch at module level: building the parser (`grm --help`) stays fast. Choices
-come from the planes' constants through `Choices`, which imports the constant only when argparse
+come from the runtime's constants through `Choices`, which imports the constant only when argparse
 checks a value or prints a subcommand's help.
 """
 
@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grm.cli.terminal import json_text, say, waiting
-from grm.models.registry import DEFAULT_MODEL
 from grm.errors import UserInputError
+from grm.runtime.locations import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from grm.runtime import Runtime
+    from grm.runtime.admin import StoreBackend
     from grm.runtime.config import RuntimeConfig
-    from grm.store import Store, StoreConfig
-    from grm.store.backend import StoreBackend
 
 # Flags every subcommand (and every action of a nested one) accepts. `dest` -> default.
 COMMON_DEFAULTS = {"store": None, "tenant": "default", "model": None, "threads": None, "json": False,
@@ -35,7 +34,8 @@ COMMON_DEFAULTS = {"store": None, "tenant": "default", "model": None, "threads":
 
 
 class Choices:
-    """A plane's tuple of allowed values, imported on first use (`Choices("grm.route", "CHANNELS")`).
+    """A tuple of allowed values the runtime names, imported on first use
+    (`Choices("grm.runtime.config", "CHANNELS")`).
 
     argparse only iterates or tests membership when it checks a given value or formats help, so
     a parser built with these imports nothing heavy. Give such an argument a `metavar`: argparse
@@ -142,7 +142,7 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--threads", type=positive_int, metavar="N", default=d["threads"],
                    help="torch threads (default: all cores; more than the cores here is clamped)")
     g.add_argument("--json", action="store_true", default=d["json"], help="print only JSON on stdout")
-    g.add_argument("--durability", choices=Choices("grm.store.config", "DURABILITY_MODES"), metavar="MODE",
+    g.add_argument("--durability", choices=Choices("grm.runtime.admin", "DURABILITY_MODES"), metavar="MODE",
                    default=d["durability"], help="store durability mode: %(choices)s (default normal)")
     g.add_argument("--key-file", metavar="PATH", default=d["key_file"],
                    help="master key (32 raw bytes or 64 hex chars) for encryption at rest; or set GRM_MASTER_KEY "
@@ -163,7 +163,7 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
 
 
 def master_key(args: argparse.Namespace) -> bytes | None:
-    from grm.store import load_master_key
+    from grm.runtime.admin import load_master_key
 
     return load_master_key(args.key_file, os.environ.get("GRM_MASTER_KEY"))
 
@@ -193,50 +193,15 @@ def store_root(args: argparse.Namespace) -> Path | str:
     return store_location(args.store or None)
 
 
-def require_store(root: Path | str) -> None:
-    """Reading commands never create a store: exit 2 with a line if `root` holds none (a Redis
-    namespace always exists: an empty one reads as an empty store)."""
-    from grm.store.layout import MARKER_NAME
-    from grm.store.opener import is_redis
-
-    if not is_redis(root) and not (Path(root) / MARKER_NAME).exists():
-        raise UserInputError(f"no GRM store at {root} (run `grm ingest` or give --store DIR)")
-
-
-def store_config(args: argparse.Namespace, *, read_only: bool = False) -> StoreConfig:
-    """The local store's config (a Redis location is refused: it has none)."""
-    from grm.store import StoreConfig
-    from grm.store.opener import is_redis
-    from grm.store.tenant import check_tenant
-
-    check_tenant(args.tenant)
-    if is_redis(store_root(args)):
-        raise UserInputError(f"this needs a local store folder, not {store_root(args)}")
-    extra = {"read_only": True} if read_only and "read_only" in StoreConfig.__dataclass_fields__ else {}
-    return StoreConfig(root=store_root(args), durability=args.durability, master_key=master_key(args),
-                       compress=args.compress, **extra)
-
-
 def open_store(args: argparse.Namespace, *, create: bool = False, read_only: bool = False) -> StoreBackend:
-    """The one store opener (a folder or redis://HOST:PORT/NS, through `open_backend`). Without
-    `create` a missing store is a user error (exit 2)."""
-    from grm.store import Store
-    from grm.store.opener import is_redis, open_backend
+    """The one store opener of the model-free commands (grm/runtime/admin.py `open_store`: a folder
+    or redis://HOST:PORT/NS). Without `create` a missing store is a user error (exit 2); a writer
+    held off by another process's lock is told which (a running `grm serve` by its address)."""
+    from grm.runtime.admin import open_store as open_location
 
-    if is_redis(store_root(args)):
-        from grm.store.tenant import check_tenant
-
-        check_tenant(args.tenant)
-        return open_backend(store_root(args), master_key=master_key(args), durability=args.durability,
-                            compress=args.compress)
-    config = store_config(args, read_only=read_only and not create)
-    if not create:
-        require_store(config.root)
-    if config.read_only:
-        return Store.open(config)  # a reader takes no lock
-    check_unlocked(config.root)
     with named_holder():
-        return Store.open(config)
+        return open_location(store_root(args), args.tenant, durability=args.durability, master_key=master_key(args),
+                             compress=args.compress, create=create, read_only=read_only, before_lock=check_unlocked)
 
 
 def runtime_config(args: argparse.Namespace, **fields: object) -> RuntimeConfig:
@@ -257,6 +222,8 @@ def runtime_config(args: argparse.Namespace, **fields: object) -> RuntimeConfig:
 def open_runtime(args: argparse.Namespace, *, create: bool = True, **fields: object) -> Runtime:
     """The one runtime opener: RuntimeConfig -> Runtime.open. Without `create` a missing store is
     a user error (exit 2) and nothing is created."""
+    from grm.runtime.admin import require_store
+
     config = runtime_config(args, **fields)
     if not create:
         require_store(config.store)
@@ -270,17 +237,12 @@ def open_runtime(args: argparse.Namespace, *, create: bool = True, **fields: obj
 def check_unlocked(root: Path | str) -> None:
     """StoreLocked, naming the holder (a `grm serve` by its address), if another process holds
     the writer lock of the local store at `root`."""
-    from grm.store.opener import is_redis
+    from grm.runtime.admin import lock_pid
 
-    if is_redis(root):
-        return
-    from grm.cli.remote import locked
-    from grm.store.fs import LocalFS
-    from grm.store.layout import Layout
-    from grm.store.root import lock_holder
-
-    pid = lock_holder(LocalFS(), Layout(str(root)))
+    pid = lock_pid(root)
     if pid is not None:
+        from grm.cli.remote import locked
+
         raise locked(root, pid)
 
 

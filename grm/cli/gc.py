@@ -23,7 +23,7 @@ def retention(text: str) -> int | None:
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from grm.store.gc import DEFAULT_RETAIN_WRITES  # no torch: the store plane only
+    from grm.runtime.admin import DEFAULT_RETAIN_WRITES  # no torch: the store plane only
 
     p = sub.add_parser("gc", parents=[common], help="remove unreferenced payloads and compact the log",
                        description="Remove payload files no record names (deleted or replaced records, "
@@ -39,11 +39,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from grm.store.gc import collect
+    from grm.runtime.admin import gc
 
     with open_store(args, read_only=args.dry_run) as store:
-        report = collect(store, retain_writes=args.retain_writes, dry_run=args.dry_run,
-                         compact=not args.no_compact)
+        report = gc(store, retain_writes=args.retain_writes, dry_run=args.dry_run, compact=not args.no_compact)
     fields = report.to_json()
     if not args.json:
         fields = {**fields, "stale": len(report.stale), "orphans": len(report.orphans)}

@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     gsub = g.add_subparsers(dest="grafts_command", metavar="ACTION")
     gsub.required = True
     gl = gsub.add_parser("list", parents=[nested], help="every graft, oldest first")
-    gl.add_argument("--kind", choices=Choices("grm.grafts.graft", "GRAFT_KINDS"), metavar="KIND",
+    gl.add_argument("--kind", choices=Choices("grm.runtime.config", "GRAFT_KINDS"), metavar="KIND",
                     help="only grafts of KIND: %(choices)s (default: every kind)")
     gl.add_argument("--all", action="store_true", help="include retired (folded) grafts")
     gs = gsub.add_parser("show", parents=[nested], help="one graft: text, tokens, lineage")

@@ -7,9 +7,8 @@ import sys
 
 from grm.cli.common import Choices, byte_count, emit, open_runtime, show_progress, store_root
 from grm.cli.terminal import say
-from grm.cli.tier import add_budget_flag, after_write
+from grm.cli.tier import add_budget_flag
 from grm.errors import UserInputError
-from grm.store.opener import disk_bytes
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -47,13 +46,16 @@ def run(args: argparse.Namespace) -> int:
                          "store_budget": ("--store-budget", args.store_budget)})
     if server is not None:
         return through(server, docs, args)
+    from grm.runtime.admin import disk_bytes, payload_bytes
+    from grm.runtime.tiering import Tiering
+
     location = store_root(args)
     on_disk = disk_bytes(location)  # measured with the store closed, before and after; None: Redis
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
-        before = stored_bytes(rt.store, args.tenant)
+        before = payload_bytes(rt.store, args.tenant)
         results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
-        added = stored_bytes(rt.store, args.tenant) - before
-        tiering = after_write(rt, args.store_budget)
+        added = payload_bytes(rt.store, args.tenant) - before
+        tiering = Tiering(rt, args.store_budget).after_write()
     if on_disk is not None:  # a local store: what the ingest left in its folder (closed: WAL folded in)
         added = disk_bytes(location) - on_disk
     tokens = sum(r.tokens for r in results)
@@ -95,9 +97,3 @@ def through(server, docs: list, args: argparse.Namespace) -> int:
           "bytes_per_token": round(added / tokens) if tokens else 0}, args.json)
     return 0
 
-
-def stored_bytes(store, tenant: str) -> int:
-    """Payload bytes the tenant's records hold (a payload shared within a kind counted once): what
-    a Redis store reports; a local store reports its folder's growth on disk instead."""
-    kinds = store.stats().get("tenants", {}).get(tenant, {})
-    return sum(k.get("payload_bytes", 0) for k in kinds.values())

@@ -18,16 +18,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from grm.cli.common import check_text, open_store
 from grm.cli.terminal import json_text, say
-from grm.errors import UserInputError
-
-if TYPE_CHECKING:
-    from grm.policy.memory import PolicyMemory
-
-LISTINGS = ("list", "reviews", "folds")
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -44,22 +37,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.set_defaults(handler=run)
 
 
-def _listing(mem: PolicyMemory, what: str, now: float) -> dict:
-    if what == "list":
-        return {"facts": [{"id": f.id, "statement": f.statement, "subject": f.subject, "predicate": f.predicate,
-                           "value": f.value, "scope": f.scope.label(), "lifetime": f.lifetime, "intent": f.intent,
-                           "confidence": f.confidence, "count": f.count, "pinned": f.pinned, "mutable": f.mutable,
-                           "expires_at": f.expires_at, "graft": f.graft} for f in mem.facts(now)]}
-    if what == "reviews":
-        return {"reviews": [{"id": i.id, "statement": i.proposal.statement, "intent": i.proposal.intent,
-                             "conflicts": i.conflicts, "reason": i.reason,
-                             "evidence": [e.id for e in i.evidence]} for i in mem.reviews.pending()]}
-    folder = mem.folder
-    return {"nodes": [{"id": n.id, "type": n.type, "children": list(n.children), "sources": len(n.sources),
-                       "coverage": n.coverage, "retired": n.retired} for n in folder.nodes()],
-            "aborts": [{"id": a["id"], "coverage": a["coverage"], "sources": a["sources"]} for a in folder.aborts()]}
-
-
 def _lines(obj: dict) -> list[str]:
     rows = obj.get("facts", obj.get("reviews"))
     if rows is not None:
@@ -70,28 +47,22 @@ def _lines(obj: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grm.policy.config import PolicyConfig
-    from grm.policy.grammar import Malformed, SetDurability, Show, Why, parse
-    from grm.policy.memory import PolicyMemory
+    from grm.runtime.commands import LISTINGS, listing, memory_config, parse_line, policy_memory
 
     text = check_text(" ".join(args.line).strip(), "the memory command")
-    config = PolicyConfig(tenant=args.tenant, project=args.project, session=args.session)
+    config = memory_config(args.tenant, args.project, args.session)
     now = time.time()
     if text.casefold() in LISTINGS:
         with open_store(args, read_only=True) as store:  # beside a live writer (a running chat) too
-            obj = _listing(PolicyMemory(store, config), text.casefold(), now)
+            obj = listing(policy_memory(store, config), text.casefold(), now)
         say(json_text(obj) if args.json else "\n".join(_lines(obj)))
         return 0
-    cmd = parse(text)
-    if cmd is None:
-        raise UserInputError(f"not a memory command: {text[:60]!r}; try `grm memory --help`")
-    if isinstance(cmd, Malformed):
-        raise UserInputError(f"{cmd.reason}; {cmd.usage}")
-    reading = isinstance(cmd, (Show, Why))
-    with open_store(args, create=not reading, read_only=reading) as store:
-        res = PolicyMemory(store, config).execute(cmd, evidence_id=f"cli-{int(now * 1000)}", now=now)
+    line = parse_line(text)
+    with open_store(args, create=not line.reading, read_only=line.reading) as store:
+        res = policy_memory(store, config).execute(
+            line.command, evidence_id=f"cli-{int(now * 1000)}", now=now)
     say(json_text(res.to_json()) if args.json else res.text)
-    if isinstance(cmd, SetDurability):
+    if line.durability is not None:
         print("grm: note: every grm command opens the store in its --durability mode (default normal); "
-              f"pass --durability {cmd.mode} to keep this one", file=sys.stderr)
+              f"pass --durability {line.durability} to keep this one", file=sys.stderr)
     return 0 if res.ok else 1

@@ -131,7 +131,7 @@ def _endpoint(root: Path | str) -> dict | None:
 def find(args: argparse.Namespace, settings: dict[str, tuple[str, object]]) -> Server | None:
     """The running server to send this command to, or None (see the module docstring).
     `settings`: RuntimeConfig field -> (its flag, the value this command asks for)."""
-    from grm.store.tenant import check_tenant
+    from grm.runtime.admin import check_tenant
 
     root = store_root(args)
     info = _endpoint(root)

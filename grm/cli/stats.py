@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
-from grm.cli.common import emit, human_bytes, open_store, require_store, store_config, store_root
+from grm.cli.common import emit, human_bytes, master_key, open_store, store_root
 from grm.cli.terminal import json_text, say
 
 # fsck report fields that are information, not damage: they never make the exit status 1.
@@ -28,14 +27,6 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="a store whose log is damaged: keep every intact record, set the damaged bytes aside "
                    "(quarantine/), name the records lost (exit 1 if any), leave a store that opens")
     p.set_defaults(handler=run_fsck)
-
-
-def tenant_stats(stats: dict, tenant: str) -> dict:
-    """`Store.stats()` narrowed to one tenant: the store-wide settings and log figures, and only
-    `tenant`'s records (no other tenant's name or sizes)."""
-    kinds = stats.get("tenants", {}).get(tenant, {})
-    out = {k: v for k, v in stats.items() if k not in ("tenants", "records")}
-    return {"tenant": tenant, "records": sum(s["records"] for s in kinds.values()), **out, "kinds": kinds}
 
 
 def stats_table(st: dict) -> list[str]:
@@ -97,23 +88,15 @@ def tier_lines(t: dict) -> list[str]:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from grm.store.tiering import inventory, stored_budget
+    from grm.runtime.admin import tenant_stats
 
     with open_store(args, read_only=True) as store:
-        st = tenant_stats(store.stats(), args.tenant)
-        st["tiers"] = {**inventory(store).to_json(args.tenant), "budget": stored_budget(store)}
+        st = tenant_stats(store, args.tenant)
     if args.json:
         say(json_text(st))
     else:
         say("\n".join(stats_table(st)))
     return 0
-
-
-def fsck_fields(report: object) -> dict:
-    """Every field of an fsck report (its own to_json when it has one)."""
-    if hasattr(report, "to_json"):
-        return report.to_json()
-    return dataclasses.asdict(report)  # type: ignore[call-overload]
 
 
 def fsck_status(fields: dict, repaired: bool) -> int:
@@ -124,15 +107,16 @@ def fsck_status(fields: dict, repaired: bool) -> int:
 
 
 def run_fsck(args: argparse.Namespace) -> int:
-    if args.salvage:
-        from grm.store.salvage import salvage
+    from grm.runtime import admin
 
-        require_store(store_root(args))
-        fields = salvage(store_config(args)).to_json()
+    if args.salvage:
+        admin.require_store(store_root(args))
+        admin.check_tenant(args.tenant)  # every command checks --tenant (salvage itself is store-wide)
+        fields = admin.salvage(store_root(args), durability=args.durability, master_key=master_key(args),
+                               compress=args.compress)
         emit(fields, args.json)
         return fsck_status(fields, False)
     with open_store(args, read_only=not args.repair) as store:
-        report = store.fsck(repair=args.repair)
-    fields = fsck_fields(report)
+        fields = admin.fsck(store, repair=args.repair)
     emit(fields, args.json)
     return fsck_status(fields, args.repair)

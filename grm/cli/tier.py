@@ -1,9 +1,9 @@
 """`grm tier`: keep the store under its byte budget by moving cold K/V down the tiers (exact ->
 archive -> text), on demand. grm/store/tiering.py says what the tiers are and how moves are
-chosen; grm/archive/policy.py applies them, crash-safe at every step.
+chosen; grm/archive/policy.py applies them, crash-safe at every step; grm/runtime/tiering.py is
+the one place a face builds the policy and runs it after a write.
 
-Also here: the `--store-budget SIZE` flag the writing commands share (ingest, serve, tier; chat by
-the lead) and `after_write`, which keeps the store under the budget after a write.
+Also here: the `--store-budget SIZE` flag the writing commands share (ingest, serve, tier, chat).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ BUDGET_HELP = ("keep the store under SIZE bytes (e.g. 500MB, 20GB; K/M/G are pow
 def budget(text: str) -> int:
     """argparse type: a size such as 500MB or 20GB."""
     from grm.errors import UserInputError
-    from grm.store.tiering import parse_size
+    from grm.runtime.admin import parse_size
 
     try:
         return parse_size(text)
@@ -44,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     how = p.add_mutually_exclusive_group()
     how.add_argument("--apply", action="store_true", help="make the moves")
     how.add_argument("--dry-run", action="store_true", help="say what would move and why; change nothing (default)")
-    p.add_argument("--keep-salient", default="digits", choices=Choices("grm.archive.salient", "RULES"), metavar="RULE",
+    p.add_argument("--keep-salient", default="digits", choices=Choices("grm.runtime.archiving", "SALIENT_RULES"),
+                   metavar="RULE",
                    help="tokens of archived spans kept beside the codes: %(choices)s (default digits: numbers "
                    "survive archiving, bench/results/archive_recall.md)")
     p.add_argument("--force", action="store_true",
@@ -52,32 +53,16 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.set_defaults(handler=run)
 
 
-def policy_for(rt, store_budget: int | None, keep_salient: str = "digits"):
-    from grm.archive.policy import PolicyConfig, TieringPolicy
-
-    return TieringPolicy(rt.store, rt.lm, rt.dialect, store_budget,
-                         PolicyConfig(keep_salient=keep_salient), archive=rt.archive, uses=rt.uses)
-
-
-def summary(report) -> dict:
-    """The report without its per-move list (which --json keeps)."""
-    out = report.to_json()
-    out.pop("moves")
-    out["failed"] = len(report.failed)
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     from grm.errors import UserInputError
-    from grm.store.tiering import save_budget
+    from grm.runtime.tiering import Tiering, summary
 
     with open_runtime(args, create=False) as rt:
-        policy = policy_for(rt, args.store_budget, args.keep_salient)
-        if policy.tier_config is None:
+        # a budget given is remembered only when the moves are made (a dry run changes nothing)
+        tiering = Tiering(rt, args.store_budget, remember=args.apply, keep_salient=args.keep_salient)
+        if not tiering.has_budget:
             raise UserInputError("this store has no budget: give --store-budget SIZE (it is remembered)")
-        if args.apply and args.store_budget is not None:
-            save_budget(rt.store, args.store_budget)
-        report = policy.run(dry_run=not args.apply, force=args.force)
+        report = tiering.run(dry_run=not args.apply, force=args.force)
     if args.json:
         emit(report.to_json(), True)
         return 0
@@ -88,25 +73,3 @@ def run(args: argparse.Namespace) -> int:
     if len(report.moves) > 50:
         say(f"  ... and {len(report.moves) - 50} more (--json lists them all)")
     return 0
-
-
-class BudgetKeeper:
-    """After a command writes: a budget given now is remembered by the store; `after_write()`
-    brings the store under the budget (given or remembered) when it passed its high-water mark
-    and returns the report's summary (None: nothing due). One policy per command, so a chat
-    keeps it between turns."""
-
-    def __init__(self, rt, store_budget: int | None) -> None:
-        from grm.store.tiering import save_budget
-
-        if store_budget is not None:
-            save_budget(rt.store, store_budget)
-        self.policy = policy_for(rt, None)
-
-    def after_write(self) -> dict | None:
-        return summary(self.policy.run()) if self.policy.due() else None
-
-
-def after_write(rt, store_budget: int | None) -> dict | None:
-    """`BudgetKeeper(rt, store_budget).after_write()`, for a command that writes once."""
-    return BudgetKeeper(rt, store_budget).after_write()

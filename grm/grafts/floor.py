@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from grm.english.dates import DATE, MONTH_NAME, TIME, YEAR
 from grm.english.words import POSSESSIVES, STOP_WORDS, stem
-from grm.route.lexical import _WORD, forms, identifiers
+from grm.route.lexical import WORD, forms, identifiers
 
 DEFAULT_FLOOR = 0.449  # calibrated on the tuning split of bench/fidelity.py; see bench/results/fidelity.md
 ABSTAIN_LINE = "I don't have anything in memory about that."
@@ -50,7 +50,7 @@ _PERSONAL = re.compile(r"\b(?:my|our|mine|ours)\b|\b(?:where|when|who|which|what
 
 def terms(text: str) -> set[str]:
     """Content words of `text` (stemmed; function words dropped)."""
-    out = {stem(w) for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS and w.strip("'-")}
+    out = {stem(w) for w in WORD.findall(text) if w.casefold() not in STOP_WORDS and w.strip("'-")}
     return {t for t in out if t not in STOP_WORDS}  # "What's", "who's" are function words too
 
 
@@ -133,7 +133,7 @@ def topic_terms(question: str) -> set[str]:
     verb = m["verb"].casefold() if (m := _DO_VERB.search(question)) else None
     out: set[str] = set()
     on = False
-    for w in _WORD.findall(question):
+    for w in WORD.findall(question):
         low = w.casefold()
         if low in _OPENERS:
             on = True

@@ -59,7 +59,7 @@ from collections.abc import Iterable
 from grm.english.dates import DATE, TIME, WEEKDAY
 from grm.english.words import stem
 from grm.policy.fact import FUNCTION_WORDS, MULTI_VALUED, Fact, FactProposal, stems
-from grm.policy.updates import _CUE, EVENT_VERB
+from grm.policy.updates import CUE, EVENT_VERB
 
 # a street address: "12 Alder Road", "307 Birchwood Ave" (its number alone is no code to change)
 _ADDRESS = re.compile(r"\b\d+[a-z]?\s+(?:[\w'’-]+\s+){1,3}?(?:street|st|road|rd|avenue|ave|lane|ln|drive|dr|boulevard|blvd|"
@@ -377,7 +377,7 @@ def may_update(text: str) -> bool:
     text = text.strip()
     aside = re.sub(r"\([^()]*\)", " ", text)  # "(kitchen fire??)" asks nothing of the claim around it
     return bool(text) and len(text.split()) <= MAX_WORDS and not _NOT_A_CLAIM.search(aside) and bool(
-        _CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE))
+        CUE.search(text) or _GONE.search(text) or re.search(rf"\b{_CHANGED}\b", text, re.IGNORECASE))
 
 
 def aligned(text: str, facts: Iterable[Fact], intent: str = "inferred", claimed: bool = False,

@@ -124,7 +124,7 @@ _EFFECTIVE = (r"(?:from|starting|beginning|effective|as\s+of)\s+(?:next\s+\w+|th
               rf"{WEEKDAY}|the\s+\d+\w*|\d+\w*|"
               r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*(?:\s+\d+\w*)?)")
 # words that say a value changed: a sentence with one is read clause by clause (`_cued`)
-_CUE = re.compile(rf"\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|any\s*more|no\s+longer|instead|"
+CUE = re.compile(rf"\b(?:{_EFFECTIVE}|now|these\s+days|nowadays|from\s+now\s+on|any\s*more|no\s+longer|instead|"
                   r"rather\s+than|"
                   r"new|changed|switched|moved|replaced|reset|updated|rotated|renamed|postponed|rescheduled|delayed|"
                   r"swapped|transferred|relocated|retired|left|quit|dropped|stopped|cancell?ed|actually|update|"
@@ -365,7 +365,7 @@ def _cued(s: str, intent: str, named: str | None = None) -> FactProposal | None:
     takes the subject the clause before it named."""
     from grm.policy.extract import parse_clause  # extract reads updates first: imported late
 
-    if not _CUE.search(s):
+    if not CUE.search(s):
         return None
     body, old = s.rstrip(" .!"), ""
     if m := _CONTRAST.search(body):

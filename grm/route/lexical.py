@@ -20,7 +20,7 @@ from grm.store.backend import StoreBackend
 
 MAX_CANDIDATES = 4096  # rows fetched at most when `keep` rejects most of the index's best ones
 FORM_WEIGHT = 0.5  # a word matched in another inflection (`forms`) counts this much of an exact match
-_WORD = re.compile(r"[\w'-]+", re.UNICODE)
+WORD = re.compile(r"[\w'-]+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def identifiers(text: str) -> list[str]:
     """Numbers and proper-name-like words of `text` (not the first word of a sentence)."""
     out: list[str] = []
     sentence_start = True
-    for m in _WORD.finditer(text):
+    for m in WORD.finditer(text):
         word = m.group(0)
         prev = text[: m.start()].rstrip()
         sentence_start = not prev or prev[-1] in ".!?:\n"
@@ -94,7 +94,7 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
            keep: "callable[[Record], bool]" = lambda r: True) -> list[Hit]:
     """Candidates of `kind` for `query`, best first; `keep` filters records (e.g. by parent).
     Function words are dropped from the query first: "my" or "what" in common is not evidence."""
-    words = [w for w in _WORD.findall(query) if w.casefold() not in STOP_WORDS]
+    words = [w for w in WORD.findall(query) if w.casefold() not in STOP_WORDS]
     if not words:
         return []
     query = " ".join(words)
@@ -109,7 +109,7 @@ def search(store: StoreBackend, tenant: str, query: str, kind: str, config: Lexi
             limit *= 4
 
     found = ranked(query)
-    said = {t.casefold() for r, _ in found for t in _WORD.findall(r.text or "")}
+    said = {t.casefold() for r, _ in found for t in WORD.findall(r.text or "")}
     other = list(dict.fromkeys(f for w in words if w.casefold() not in said for f in forms(w)))
     if other:  # a word no candidate says as asked, found in its other forms at FORM_WEIGHT of their BM25
         scores = {r.key: [r, s] for r, s in found}

@@ -43,7 +43,7 @@ from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
 from grm.policy.align import related
-from grm.route.lexical import _WORD
+from grm.route.lexical import WORD
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.generate import Answer, greedy
 from grm.runtime.lead import answer_lead
@@ -344,7 +344,7 @@ def memory_query(ctx: Context, text: str) -> str:
         best = max(related(word), key=lambda w: df.get(w, 0), default="")
         return best if df.get(best, 0) else m.group()
 
-    return _WORD.sub(held, text)
+    return WORD.sub(held, text)
 
 
 def route_memory(ctx: Context, text: str, exclude: frozenset[str] = frozenset(),

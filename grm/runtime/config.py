@@ -9,6 +9,7 @@ from grm.errors import UserInputError
 from grm.models import DEFAULT_MODEL
 from grm.models.placement import check_names
 from grm.grafts.floor import ABSTAIN_LINE, DEFAULT_FLOOR
+from grm.grafts.graft import GRAFT_KINDS  # noqa: F401  (re-exported: the kinds `grm grafts list --kind` offers)
 from grm.route import CHANNELS
 from grm.runtime.locations import default_cache_dir, default_store_dir, store_location  # noqa: F401  (re-exported)
 from grm.store.config import DURABILITY_MODES

@@ -1,5 +1,6 @@
 """Where the store and the model cache are: the one place their defaults are read from the
-environment ($GRM_HOME, $GRM_CACHE). Imports nothing heavy, so a CLI call that only needs the
+environment ($GRM_HOME, $GRM_CACHE); and the model opened when none is named
+(`DEFAULT_MODEL`). Imports nothing heavy, so a CLI call that only needs the
 store's location (one sent to a running `grm serve`) does not load torch."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from grm.models.registry import DEFAULT_MODEL  # noqa: F401  (the faces' --model default)
 from grm.store.opener import is_redis
 
 

@@ -1,5 +1,7 @@
 """The engine: the server's one model worker. It and grm/serve/tenant.py (one tenant's memory,
-which runs on this worker) are the only modules of grm/serve that call the runtime.
+which runs on this worker) are the only modules of grm/serve that hold the Runtime and its store;
+the others take only checks and names from grm/runtime, and the memory REST's commands
+(grm/runtime/commands.py) run inside jobs on this worker.
 
 Lifecycle (who calls what, when):
 1. `Engine.open(runtime_config, serve_config)` loads the model and opens the store (one Runtime);
@@ -34,12 +36,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grm.errors import GrmError, redact
+from grm.runtime.admin import store_folder
+from grm.runtime.commands import is_command_only
 from grm.serve.errors import ApiError, from_grm
-from grm.serve.prompts import is_command_only
 from grm.serve.scheduler import Limits, Scheduler
 from grm.serve.slices import Sliced, Stopped
 from grm.serve.tenant import IngestJob, TenantMemory
-from grm.store.opener import is_redis
 
 log = logging.getLogger("grm.serve")
 QUOTA_RETRY_S = 60  # Retry-After of a storage quota 429 (space comes back only when the tenant deletes)
@@ -108,7 +110,7 @@ class Engine:
         self._worker: threading.Thread | None = None
         self._draining = False
         self._lock = threading.Lock()
-        self._tiering: Any = None  # grm/archive/policy.py TieringPolicy, built on first write
+        self._tiering: Any = None  # grm/runtime/tiering.py Tiering, built on first write
         self._tier_queued = False
         if metrics is not None:
             metrics.bind_engine(self)
@@ -138,7 +140,7 @@ class Engine:
         store, cache = self.rt.config.store, self.rt.config.cache_dir
         out = {str(cache): "<model cache>", str(Path(cache).resolve()): "<model cache>"}
         out.update({str(store): "<store>", redact(str(store)): "<store>"})
-        if not is_redis(store):
+        if store_folder(store) is not None:
             out[str(Path(store).resolve())] = "<store>"
         return out
 
@@ -385,32 +387,31 @@ class Engine:
         with self._lock:
             self.traces.setdefault(tenant, deque(maxlen=self.config.trace_len)).appendleft(entry)
 
-    # ----- tiering (grm/archive/policy.py) -------------------------------------------------------
+    # ----- tiering (grm/runtime/tiering.py) ------------------------------------------------------
     def tiering(self) -> Any:
-        """The store's tiering policy: ServeConfig.store_budget (remembered by the store), else the
-        budget an earlier run stored; mounts are counted in its UseLog."""
-        if self._tiering is None:
-            from grm.archive.policy import TieringPolicy
-            from grm.store.tiering import save_budget
+        """The store's tiering policy (grm/archive/policy.py TieringPolicy): ServeConfig.store_budget
+        (remembered by the store), else the budget an earlier run stored; mounts are counted in its
+        UseLog."""
+        return self._keeper().policy
 
-            budget = getattr(self.config, "store_budget", None)
-            if budget is not None:
-                save_budget(self.rt.store, budget)
-            self._tiering = TieringPolicy(self.rt.store, self.rt.lm, self.rt.dialect, budget,
-                                          archive=self.rt.archive, uses=self.rt.uses)
+    def _keeper(self) -> Any:
+        if self._tiering is None:
+            from grm.runtime.tiering import Tiering
+
+            self._tiering = Tiering(self.rt, getattr(self.config, "store_budget", None))
         return self._tiering
 
     def after_write(self, tenant: str) -> None:
         """After a write (on the worker): when the store passed its budget's high-water mark, queue
         one tiering run behind the waiting requests (off their path; a bulk job run a slice at a
         time, between moves and training windows); a full queue skips it."""
-        policy = self.tiering()
-        if self._tier_queued or self._draining or not policy.due():
+        tiering = self._keeper()
+        if self._tier_queued or self._draining or not tiering.due():
             return
 
         def run(pause: Callable[[], None]) -> dict:
             try:
-                return policy.run(pause=pause).to_json()
+                return tiering.run(pause=pause).to_json()
             finally:
                 self._tier_queued = False
 

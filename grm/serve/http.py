@@ -10,8 +10,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from grm.runtime.admin import tenant_ok
 from grm.serve.endpoint import TENANT_HEADER
-from grm.store.tenant import TENANT_RE
 from grm.serve.engine import Job
 from grm.serve.errors import ApiError, bad_request
 
@@ -46,7 +46,7 @@ class AuthMiddleware:
         key = bearer(headers)
         if self.local is not None and key is not None and hmac.compare_digest(key.encode(), self.local.encode()):
             tenant = headers.get(TENANT_HEADER.lower(), self.local_tenant)
-            if not TENANT_RE.fullmatch(tenant):
+            if not tenant_ok(tenant):
                 err = ApiError(400, f"bad tenant name in {TENANT_HEADER}: 1-64 letters, digits, '_', '.', '-', "
                                "not starting with '_'", "invalid_request_error", "invalid_tenant")
                 await err.response()(scope, receive, send)

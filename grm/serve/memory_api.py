@@ -29,9 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from grm.policy.fact import LIFETIMES, words
-from grm.policy.commands import OPERATOR_SETTING
-from grm.policy.grammar import Correct, Forget, Remember, ReviewDecision, SetDurability, parse
+from grm.runtime import commands
+from grm.runtime.commands import LIFETIMES, OPERATOR_SETTING
 from grm.runtime.config import DEFAULT_LAYOUT, LAYOUTS
 from grm.serve.errors import ApiError, bad_request, not_found
 from grm.serve.http import read_json, tenant_of, wait_or_disconnect
@@ -112,16 +111,16 @@ async def add_memories(request: Request) -> JSONResponse:
             isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
         raise bad_request("'messages' must be a list of {role, content} objects", param="messages")
     user_lines = [m["content"] for m in messages if m.get("role", "user") == "user"]
-    if any(isinstance(parse(line.strip()), SetDurability) for text in user_lines for line in text.splitlines()):
+    if any(commands.sets_durability(text) for text in user_lines):
         raise ApiError(403, OPERATOR_SETTING, "permission_error", "operator_setting", "messages")
     if not any(s.strip() for s in statements) and not any(s.strip() for s in user_lines):
         raise bad_request("give 'memory', 'facts' or 'messages' with some text")
 
     def work(m: Any) -> dict:
-        pol, results, commands = m.policy, [], []
+        pol, results, ran = m.policy, [], []
         for s in statements:
-            res = pol.execute(Remember(s.strip(), lifetime), evidence_id=_eid())
-            commands.append(res.to_json())
+            res = commands.remember(pol, s.strip(), lifetime, _eid())
+            ran.append(res.to_json())
             results += [{"id": f, "memory": pol.fact(f).statement, "event": "ADD" if res.changed else "NONE"}
                         for f in res.facts]
             if res.review:
@@ -130,14 +129,14 @@ async def add_memories(request: Request) -> JSONResponse:
             eid = _eid()
             res = m.commands(text, eid)
             if res is not None:
-                commands.append(res)
+                ran.append(res)
                 continue
             for o in pol.observe(text, evidence_id=eid):
                 if o.fact:
                     results.append({"id": o.fact, "memory": pol.fact(o.fact).statement, "event": o.action.upper()})
                 elif o.review:
                     results.append({"id": o.review, "memory": text, "event": "REVIEW"})
-        return {"results": results, "commands": commands}
+        return {"results": results, "commands": ran}
 
     return JSONResponse(await _run(request, "memories.add", work, writes=True))
 
@@ -156,12 +155,7 @@ async def list_memories(request: Request) -> JSONResponse:
         facts = m.policy.facts()
         facts.sort(key=lambda f: (-f.created, f.id))
         if query:  # the facts holding all its words; else those sharing any, most shared first
-            found = m.policy.match(query, facts)
-            if not found:
-                want = set(words(query))
-                shared = [(len(want & set(words(f"{f.statement} {f.subject} {f.value}"))), f) for f in facts]
-                found = [f for n, f in sorted(shared, key=lambda t: -t[0]) if n > 0]
-            facts = found
+            facts = commands.search(m.policy, query, facts)
         chunk = facts[(page - 1) * size: page * size]
         return {"results": [fact_json(f) for f in chunk], "page": page, "page_size": size, "total": len(facts)}
 
@@ -185,7 +179,7 @@ async def delete_memory(request: Request) -> JSONResponse:
             return None
         if fact.state != "active":
             return {"id": fid, "deleted": False, "message": f"{fid} is already {fact.state}"}
-        res = m.policy.execute(Forget(fid), evidence_id=_eid())
+        res = commands.forget(m.policy, fid, _eid())
         return {"id": fid, "deleted": res.changed, "message": res.text}
 
     out = await _run(request, "memories.delete", work)
@@ -223,7 +217,7 @@ async def correct_memory(request: Request) -> JSONResponse:
         fact = m.policy.fact(fid)
         if fact is None:
             return None
-        res = m.policy.execute(Correct(fid, text.strip()), evidence_id=_eid())
+        res = commands.correct(m.policy, fid, text.strip(), _eid())
         return {"id": res.facts[0] if res.changed and res.facts else fid, "corrected": res.changed, "ok": res.ok,
                 "superseded": list(res.superseded), "message": res.text}
 
@@ -242,7 +236,7 @@ async def list_review(request: Request) -> JSONResponse:
 def decide_review(m: Any, rid: str, action: str) -> dict | None:
     if m.policy.reviews.get(rid) is None:
         return None
-    res = m.policy.execute(ReviewDecision(action, rid), evidence_id=_eid())
+    res = commands.decide_review(m.policy, action, rid, _eid())
     return {"id": rid, "status": m.policy.reviews.get(rid).status, "ok": res.ok, "facts": list(res.facts),
             "message": res.text}
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from grm.policy.grammar import parse
 from grm.runtime.config import ASK_MODES
 from grm.serve.errors import bad_request
 
@@ -143,8 +142,3 @@ def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> str:
         return hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return chatml(messages)
 
-
-def is_command_only(text: str) -> bool:
-    """True when every non-blank line of `text` is a memory command (nothing to answer)."""
-    lines = [l for l in text.splitlines() if l.strip()]
-    return bool(lines) and all(parse(l.strip()) is not None for l in lines)

@@ -16,13 +16,13 @@ from typing import Any
 import uvicorn
 
 from grm.errors import redact_logs
+from grm.runtime.admin import store_folder
 from grm.serve import endpoint
 from grm.serve.app import Starting, create_app
 from grm.serve.auth import KeyRing
 from grm.serve.config import ServeConfig
 from grm.serve.engine import Engine
 from grm.serve.metrics import Metrics
-from grm.store.opener import is_redis
 
 log = logging.getLogger("grm.serve")
 # RuntimeConfig fields a request cannot change: a CLI call asking for other values is refused
@@ -54,13 +54,12 @@ def _uvicorn(app: Any, config: ServeConfig, port: int, fd: int | None = None) ->
 
 def local_root(runtime_config: Any) -> Path | None:
     """The store folder an endpoint file goes in; None for a Redis store (no folder to share)."""
-    store = runtime_config.store
-    return None if is_redis(store) else Path(store)
+    return store_folder(runtime_config.store)
 
 
 def endpoint_info(runtime_config: Any, config: ServeConfig, engine: Engine, port: int, token: str) -> dict:
     """What the endpoint file says of this server (grm/serve/endpoint.py)."""
-    from grm.models import DEFAULT_MODEL
+    from grm.runtime.locations import DEFAULT_MODEL
 
     rc, model = runtime_config, runtime_config.model
     if Path(model).expanduser().exists():

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from grm.errors import GrmError
+from grm.runtime.admin import graft_bytes, payload_bytes
 from grm.serve.errors import from_grm
 from grm.serve.slices import Stopped
-from grm.store.kinds import BLOCK
 
 if TYPE_CHECKING:
     from grm.serve.engine import Engine, Job
@@ -88,10 +88,7 @@ class TenantMemory:
 
     def graft_bytes(self, g: Any) -> int:
         """Payload bytes behind a graft (a document graft shares its block's payload)."""
-        if g.record.payload_size:
-            return g.record.payload_size
-        block = self.store.get(self.tenant, BLOCK, g.record.meta.get("block") or "")
-        return block.payload_size if block is not None else 0
+        return graft_bytes(self.store, self.tenant, g.record)
 
     def store_stats(self) -> dict:
         """This tenant's records and payload bytes per kind (never another tenant's)."""
@@ -120,7 +117,7 @@ class TenantMemory:
     def payload_bytes(self) -> int:
         """Payload bytes of this tenant, a payload shared within a kind counted once (the figure
         `grm ingest` reports the growth of)."""
-        return sum(k.get("payload_bytes", 0) for k in self.store_stats()["kinds"].values())
+        return payload_bytes(self.store, self.tenant)
 
     def stored_bytes(self) -> int:
         """Payload bytes this tenant's rows name (its byte quota counts these)."""

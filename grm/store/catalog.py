@@ -83,7 +83,7 @@ _DELETE = "DELETE FROM rows WHERE tenant = ? AND kind = ? AND key = ?"
 _BATCH = 2048
 
 
-_KEEP = object()  # apply(mode=_KEEP): the transaction logged no durability mode
+KEEP_MODE = object()  # apply(mode=KEEP_MODE): the transaction logged no durability mode
 
 
 class RowDamaged(sqlite3.DatabaseError):
@@ -181,8 +181,8 @@ class Catalog:
                 raise
 
     def apply(self, upserts: list[Record], deletes: list[tuple[str, str, str]], lsn: int,
-              mode: object = _KEEP) -> int:
-        """One committed transaction; `mode` is the durability mode it logged (`_KEEP`: none).
+              mode: object = KEEP_MODE) -> int:
+        """One committed transaction; `mode` is the durability mode it logged (`KEEP_MODE`: none).
         Returns the change in the row count."""
         self._window = None
         with self.lock:
@@ -419,7 +419,7 @@ class Catalog:
 
     def _set_meta(self, lsn: int, mode: object) -> None:
         pairs = [("schema", SCHEMA_VERSION), ("lsn", str(lsn))]
-        if mode is not _KEEP:
+        if mode is not KEEP_MODE:
             pairs.append(("mode", json.dumps(mode)))
         self.conn.executemany("INSERT OR REPLACE INTO catalog_meta(k, v) VALUES (?, ?)", pairs)
 

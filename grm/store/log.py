@@ -138,27 +138,30 @@ def read_header(path: str, data: bytes) -> SegmentHeader:
     return SegmentHeader(generation, salt, first_lsn)
 
 
-class _Bad(Exception):
+class BadFrame(Exception):
+    """A frame that fails its checks (what `check_frame` expected and what it found); the
+    reader and the salvager (grm/store/salvage.py) both read frames with it."""
+
     def __init__(self, expected: object, got: object) -> None:
         self.expected, self.got = expected, got
 
 
-def _check_frame(view: memoryview, off: int, salt: bytes) -> tuple[int, int]:
-    """(lsn, end) of the frame at `off`, or _Bad."""
+def check_frame(view: memoryview, off: int, salt: bytes) -> tuple[int, int]:
+    """(lsn, end) of the frame at `off`, or BadFrame."""
     n = len(view)
     if off + FRAME_SIZE > n:
-        raise _Bad(f"{FRAME_SIZE}-byte frame header", f"{n - off} bytes")
+        raise BadFrame(f"{FRAME_SIZE}-byte frame header", f"{n - off} bytes")
     length, crc, lsn = FRAME.unpack_from(view, off)
     end = off + FRAME_SIZE + length
     if length == 0 or length > MAX_BODY or end > n:
-        raise _Bad(f"frame length 1..{min(MAX_BODY, n - off - FRAME_SIZE)}", length)
+        raise BadFrame(f"frame length 1..{min(MAX_BODY, n - off - FRAME_SIZE)}", length)
     got = frame_crc(salt, length, lsn, view[off + FRAME_SIZE:end])
     if got != crc:
-        raise _Bad(f"crc {crc:08x}", f"{got:08x}")
+        raise BadFrame(f"crc {crc:08x}", f"{got:08x}")
     return lsn, end
 
 
-def _valid_frames_after(data: bytes, start: int, salt: bytes, min_lsn: int):
+def valid_frames_after(data: bytes, start: int, salt: bytes, min_lsn: int):
     """(offset, lsn, end) of every valid frame starting after `start` with lsn >= min_lsn.
 
     Every body is a JSON object with at least one key, so it starts with `{"`: only offsets 16
@@ -172,8 +175,8 @@ def _valid_frames_after(data: bytes, start: int, salt: bytes, min_lsn: int):
             return
         off, pos = i - FRAME_SIZE, i + 1
         try:
-            lsn, end = _check_frame(view, off, salt)
-        except _Bad:
+            lsn, end = check_frame(view, off, salt)
+        except BadFrame:
             continue
         if lsn >= min_lsn:
             yield off, lsn, end
@@ -182,7 +185,7 @@ def _valid_frames_after(data: bytes, start: int, salt: bytes, min_lsn: int):
 def _durability_proof(data: bytes, start: int, salt: bytes, lsn: int) -> tuple[int, int, object] | None:
     """(offset, lsn, dur) of a valid frame after `start` whose writer knew `lsn` was durable,
     or None if every later valid frame was written past an unsynced point before `lsn`."""
-    for off, later, end in _valid_frames_after(data, start, salt, lsn):
+    for off, later, end in valid_frames_after(data, start, salt, lsn):
         try:
             dur = json.loads(data[off + FRAME_SIZE:end]).get("dur")
         except (ValueError, AttributeError):
@@ -201,8 +204,8 @@ def read_segment(fs: FileSystem, path: str) -> Segment:
     off, expected = HEADER_SIZE, header.first_lsn
     while off < len(data):
         try:
-            lsn, end = _check_frame(view, off, header.salt)
-        except _Bad as bad:
+            lsn, end = check_frame(view, off, header.salt)
+        except BadFrame as bad:
             proof = _durability_proof(data, off, header.salt, expected)
             if proof is not None:
                 detail = (f"invalid frame followed by a valid frame (lsn {proof[1]}) at offset {proof[0]} "

@@ -44,7 +44,7 @@ from grm.store.envelope import Codec, Unauthenticated
 from grm.store.evidence import record_loss
 from grm.store.fs import FileSystem, LocalFS, OsPaths, atomic_write, ensure_dir
 from grm.store.layout import Layout, parse_checkpoint_name, parse_segment_name
-from grm.store.log import FRAME, FRAME_SIZE, HEADER, HEADER_SIZE, LogWriter, _Bad, _check_frame, _valid_frames_after
+from grm.store.log import FRAME, FRAME_SIZE, HEADER, HEADER_SIZE, LogWriter, BadFrame, check_frame, valid_frames_after
 from grm.store.recovery import recover
 from grm.store.root import open_root
 from grm.store.state import HostState
@@ -120,12 +120,12 @@ def _read_lenient(fs: FileSystem, path: str, generation: int) -> _Seg:
     view, off = memoryview(data), HEADER_SIZE
     while off < len(data):
         try:
-            lsn, end = _check_frame(view, off, salt)
+            lsn, end = check_frame(view, off, salt)
             body = json.loads(view[off + FRAME_SIZE:end].tobytes())
             if not isinstance(body, dict) or "op" not in body:
                 raise ValueError("not a mutation")
-        except (_Bad, ValueError):
-            nxt = next(_valid_frames_after(data, off, salt, 0), None)
+        except (BadFrame, ValueError):
+            nxt = next(valid_frames_after(data, off, salt, 0), None)
             stop = nxt[0] if nxt is not None else len(data)
             if any(data[off:stop]):  # a zero-filled tail is a torn write, not damage
                 seg.damaged.append((off, stop, _readable(data, off, stop)))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 from grm.errors import CorruptionError, StoreError, StorePoisoned, UserInputError
-from grm.store.catalog import _KEEP, Catalog
+from grm.store.catalog import KEEP_MODE, Catalog
 from grm.store.checkpoint import checkpoint_rows, write_checkpoint
 from grm.store.config import DURABILITY_MODES, MODE_RULES, StoreConfig
 from grm.store.crypt import Keyring
@@ -490,7 +490,7 @@ class Store(StoreReads):
         if txn.mode is not None and not backed:
             self._state.mode = txn.mode
         self._last_lsn = last
-        mode = txn.mode if txn.mode is not None else _KEEP
+        mode = txn.mode if txn.mode is not None else KEEP_MODE
         delta = self._catalog_call(lambda: self._catalog.apply(upserts, deletes, last, mode))
         if backed:
             self._state.committed(delta, txn.mode)

@@ -78,7 +78,7 @@ def test_checker_catches_recovery_that_refuses_unsynced_gaps(monkeypatch) -> Non
     import grm.store.log as log_mod
 
     def old_rule(data, start, salt, lsn):
-        return next(((off, later, None) for off, later, _ in log_mod._valid_frames_after(data, start, salt, lsn)), None)
+        return next(((off, later, None) for off, later, _ in log_mod.valid_frames_after(data, start, salt, lsn)), None)
 
     monkeypatch.setattr(log_mod, "_durability_proof", old_rule)
     rep = crash.check_run("ingest-async", WORKLOADS["ingest-async"](), subsets=4)
