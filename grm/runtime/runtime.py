@@ -151,8 +151,8 @@ class Runtime:
         questions over the corpus, plus the document's first chain block; its other chain blocks
         are stored when a prompt that starts with the document is first read (`plan_exact`), so
         each byte of K/V is stored once per layout actually used; `both` = chain blocks and
-        sections now, sharing their first block; `chain`; `sections`). Raises UserInputError if nothing could be ingested; skips
-        (with a warning) empty or binary files."""
+        sections now, sharing their first block; `chain`; `sections`). Raises UserInputError if
+        nothing could be ingested; skips (with a warning) empty or binary files."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
         docs = collect(list(paths))
