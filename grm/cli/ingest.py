@@ -52,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
     location = store_root(args)
     on_disk = disk_bytes(location)  # measured with the store closed, before and after; None: Redis
     with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
-        before = payload_bytes(rt.store, args.tenant)
+        before = payload_bytes(rt.store, args.tenant) if on_disk is None else 0
         results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
-        added = payload_bytes(rt.store, args.tenant) - before
+        if on_disk is None:  # Redis: the payload bytes its rows name
+            added = payload_bytes(rt.store, args.tenant) - before
         tiering = Tiering(rt, args.store_budget).after_write()
     if on_disk is not None:  # a local store: what the ingest left in its folder (closed: WAL folded in)
         added = disk_bytes(location) - on_disk

@@ -240,13 +240,15 @@ class ExactMemory:
                      ) -> tuple[tuple[list[Block], list[str], int], list[tuple[Block, str, dict]]]:
         """A `seen` document's chain for a prompt that starts with it: (the path to load: its
         stored leading chain blocks where they and the planned blocks the prompt goes on with cover
-        at least the bytes `matched` covers, else `matched` itself; the planned blocks after them, not yet stored, that the prompt goes on
-        with, each as (block, key, meta to store it with)). Reading and storing those as ingest
-        would makes the next such prompt hit the whole document. The stored path replaces the
-        match where a section tied with the chain's first block (same text, other token ids: a
-        section is tokenized alone) and was matched instead. Found by the document rows' planned
-        keys; the blocks are re-planned from the document's verified text and used only if they
-        fingerprint to the planned keys."""
+        at least the bytes `matched` covers, else `matched` itself; the planned blocks after them,
+        not yet stored, that the prompt goes on with, each as (block, key, meta to store it with)).
+        Reading and storing those as ingest would makes the next such prompt hit the whole
+        document. The stored path replaces the match where a section tied with the chain's first
+        block (same text, other token ids: a section is tokenized alone) and was matched instead.
+        Found by the document rows' planned keys, a document only where the prompt starts with
+        its stored first chain block's text (one row read for any other document); the blocks are
+        re-planned from the document's verified text and used only if they fingerprint to the
+        planned keys."""
         if not matched[1]:
             return matched, []
         data = prompt.encode()
@@ -255,6 +257,9 @@ class ExactMemory:
             planned = doc.meta.get("blocks")
             if doc.state != "active" or doc.meta.get("layout") != "seen" or not isinstance(planned, list):
                 continue
+            first = self._text_of(planned[0]) if planned else None
+            if first is None or not prompt.startswith(first):
+                continue  # another document (or its first block is gone): the prompt does not start with it
             k = next((i for i, key in enumerate(planned) if not self.stored(key)), len(planned))
             if k == 0 or k == len(planned) or (planned[:len(matched[1])] != matched[1] and k < len(matched[1])):
                 continue  # nothing stored, nothing left to store, or another path
@@ -284,6 +289,11 @@ class ExactMemory:
                 # (a section longer than the first block then costs its extra tokens once, on this prompt)
                 return (blocks[:k], keys[:k], covered), out
         return matched, []
+
+    def _text_of(self, key: str) -> str | None:
+        """The text of this tenant's stored block `key` (None: not stored)."""
+        rec = self.store.get(self.tenant, BLOCK, key)
+        return None if rec is None else rec.text
 
     def chain_fingerprint(self, parent: str, text: str, ids: list[int]) -> str:
         """The key of a block of this tenant read after `parent` (a block key or the sinks')."""

@@ -202,8 +202,9 @@ class Runtime:
                 elif sections:
                     # the keys are the layout's own: the chain's (`both`), the sections' (`seen`: the chain's
                     # first block is the first section, unless they tokenize differently)
-                    res = replace(res if first is None else replace(sec, truncated_bytes=res.truncated_bytes),
-                                  blocks=len(set(res.keys[:first]) | set(sec.keys)), computed=res.computed + sec.computed)
+                    own = res if first is None else replace(sec, truncated_bytes=res.truncated_bytes)
+                    res = replace(own, blocks=len(set(res.keys[:first]) | set(sec.keys)),
+                                  computed=res.computed + sec.computed)
                 if res.truncated_bytes:
                     log.warning("%s: %d bytes past the model's window were not stored as chain blocks",
                                 doc.name, res.truncated_bytes)
