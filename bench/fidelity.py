@@ -2,8 +2,10 @@
 
 Every part runs a memory chat on one store with the live context cleared every turn (anything
 older than the turn comes back only through memory), default flags, plain questions, and puts
-the in-context ceiling beside it: the very same turns read as text in context, in order, then
-the question (memory off, nothing mounted).
+the in-context ceiling beside it: the very same user messages read as one conversation in
+context, in order, each answered by the model itself (`conversation`: not the memory chat's
+replies, which may restate an old value or decline), then the question (memory off, nothing
+mounted). Both sides read the runtime's system message (RuntimeConfig.system).
 
 - updates: a fact said plainly ("My bank is Chase."), later changed without the command grammar
   ("I switched my bank from Chase to Ally."), then asked ("Which bank am I with?" is not used:
@@ -252,15 +254,34 @@ def has(answer: str, value: str) -> bool:
 
 def in_context(rt, turns: list[tuple[str, str]], question: str) -> str:
     """The ceiling: the same turns read as text in context, in order, then the question (after
-    it the lead the memory chat reads, grm.runtime.chat.turn_read)."""
+    it the lead the memory chat reads, grm.runtime.chat.turn_read). `turns` come from
+    `conversation`: the replies are the in-context model's own, not the memory chat's."""
     from grm.runtime.question import with_lead
-    from grm.runtime.chat import TURN_STOPS, exchange_text, transcript, turn_read
+    from grm.runtime.chat import exchange_text, turn_read
 
     template = rt.lm.tokenizer.template
     said = [exchange_text(u, a, template) for u, a in reversed(turns)]  # newest first, as routed best first
     asked, lead = turn_read(question, rt.config.lead != "off", said, template)  # the lead the memory chat reads
-    return with_lead(lead, rt.ask(transcript(turns, asked, template), memory=False, chat=True,
-                                  stop=TURN_STOPS).answer.strip())
+    return with_lead(lead, _read(rt, turns, asked))
+
+
+def _read(rt, turns: list[tuple[str, str]], asked: str) -> str:
+    from grm.runtime.chat import TURN_STOPS, transcript
+
+    return rt.ask(transcript(turns, asked, rt.lm.tokenizer.template), memory=False, chat=True,
+                  stop=TURN_STOPS).answer.strip()
+
+
+def conversation(rt, users: list[str]) -> list[tuple[str, str]]:
+    """`users`' messages as one conversation read in context, each answered by the model with the
+    conversation so far before it (its own replies: a memory chat's reply that restated an old
+    value or declined would otherwise stand in the ceiling's context)."""
+    from grm.runtime.chat import turn_read
+
+    turns: list[tuple[str, str]] = []
+    for u in users:
+        turns.append((u, _read(rt, turns, turn_read(u, False, (), rt.lm.tokenizer.template)[0])))
+    return turns
 
 
 def live_value(chat, value: str) -> bool:
@@ -278,8 +299,9 @@ def updates(rt, split: str) -> dict:
     rows = []
     for i, (s, u, q, old, new) in enumerate(items):
         r = chat.send(q)
-        ceiling = in_context(rt, [(s, first[i].answer), (u, second[i].answer)], q)
+        ceiling = in_context(rt, conversation(rt, [s, u]), q)
         rows.append({"statement": s, "update": u, "question": q, "old": old, "new": new, "answer": r.answer,
+                     "memory_replies": [first[i].answer, second[i].answer],
                      "latest": has(r.answer, new) and not has(r.answer, old), "stale": has(r.answer, old),
                      "superseded": live_value(chat, new) and not live_value(chat, old), "abstained": r.abstained,
                      "in_context": ceiling, "in_context_latest": has(ceiling, new) and not has(ceiling, old)})
@@ -299,8 +321,7 @@ def corrections(rt) -> dict:
     rows = []
     for i, (s, q, c, old, new) in enumerate(CORRECTIONS):
         r = chat.send(q)
-        turns = [(s, said[i].answer), (q, asked[i].answer), (c, fixed[i].answer)]
-        ceiling = in_context(rt, turns, q)
+        ceiling = in_context(rt, conversation(rt, [s, q, c]), q)
         rows.append({"correction": c, "question": q, "first_answer": asked[i].answer, "old_in_first": has(asked[i].answer, old),
                      "command": fixed[i].answer, "answer": r.answer, "stale": has(r.answer, old), "new": has(r.answer, new),
                      "mounted": r.why, "in_context": ceiling, "in_context_stale": has(ceiling, old),
@@ -362,7 +383,9 @@ def abstention(rt) -> dict:
     from grm.runtime.answer import route_grafts
 
     chat = rt.chat(clear_context=True)
-    said = [(f, chat.send(f).answer) for f in FACTS]
+    for f in FACTS:
+        chat.send(f)
+    said = conversation(rt, list(FACTS))  # the ceiling's own conversation
     points = {}
     for split, qs in QUESTIONS.items():
         points[split] = []

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # Flags every subcommand (and every action of a nested one) accepts. `dest` -> default.
 COMMON_DEFAULTS = {"store": None, "tenant": "default", "model": None, "threads": None, "json": False,
                    "durability": "normal", "key_file": None, "compress": False, "verbose": False,
-                   "device": "auto", "dtype": "auto"}
+                   "device": "auto", "dtype": "auto", "system": None}
 
 
 class Choices:
@@ -155,6 +155,11 @@ def common_parser(*, nested: bool = False) -> argparse.ArgumentParser:
                    help="where the model runs (default auto: cuda if present, else cpu)")
     g.add_argument("--dtype", metavar="auto|float32|bfloat16|float16", default=d["dtype"],
                    help="model weights' dtype (default auto: float32 on cpu)")
+    g.add_argument("--system", metavar="memory|model|TEXT", default=d["system"],
+                   help="the system message a model with a chat template reads first in every request: memory "
+                   "(GRM's: answer from what you remember, the latest version holds), model (the template's own "
+                   "default) or the text itself. K/V stored under one is not served under another (default "
+                   "memory)")
     g.add_argument("-v", "--verbose", action="store_true", default=d["verbose"], help="more log lines on stderr")
     return p
 
@@ -210,6 +215,8 @@ def runtime_config(args: argparse.Namespace, **fields: object) -> RuntimeConfig:
 
     opts: dict[str, object] = dict(tenant=args.tenant, threads=threads(args), durability=args.durability,
                                    master_key=master_key(args), compress=args.compress)
+    if args.system is not None:
+        opts["system"] = args.system
     for name in ("device", "dtype"):
         value = getattr(args, name)
         if name in RuntimeConfig.__dataclass_fields__:

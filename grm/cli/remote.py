@@ -190,6 +190,8 @@ def check(server: Server, args: argparse.Namespace, settings: dict[str, tuple[st
     if device != "auto" and device != info.get("device"):
         raise refuse("--device", args.device, info.get("device"))
     has = info.get("settings") or {}
+    if args.system is not None and args.system != has.get("system", "memory"):
+        raise refuse("--system", args.system, has.get("system"))
     if args.compress and not has.get("compress"):
         raise UserInputError(f"{server.name} writes payloads uncompressed; it cannot honour --compress. Stop it to "
                              "run this with --compress")

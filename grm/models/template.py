@@ -7,11 +7,12 @@ the template's own bytes (nothing is written by hand per model family):
     start   system   system_end             user         user_end              reply   reply_end
     <|im_start|>system\\n You are ... <|im_end|>\\n<|im_start|>user\\n  ...  <|im_end|>\\n<|im_start|>assistant\\n  ...  <|im_end|>\\n
 
-`head` = start + system + system_end is what every request with the default system prompt starts
-with: GRM reads it as the sinks (stored once per model identity), so documents, sections and
-chat turns are stored as user content after it, and a request rendered by the same template
-(the server's chats without their own system message) starts with the same bytes and hits them.
-`start` alone is what a request with its own system message starts with.
+`head` = start + system + system_end is what every request with the runtime's system message
+starts with: GRM reads it as the sinks (stored once per model identity and system message), so
+documents, sections and chat turns are stored as user content after it, and a request rendered by
+the same template with the same system message (the server puts the runtime's in a chat that has
+none of its own) starts with the same bytes and hits them. `system` is the template's own default
+until the runtime sets its own (`with_system`, RuntimeConfig.system).
 
 A template that does not render the probe conversations as such a sequence (no system role, or a
 system text moved into the first user turn, as Gemma's does) is not used: the model is asked in
@@ -20,7 +21,7 @@ the plain format.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 _SYS, _USER, _REPLY, _USER2 = "\x00GRM-S\x00", "\x00GRM-U\x00", "\x00GRM-R\x00", "\x00GRM-V\x00"
@@ -29,7 +30,7 @@ _SYS, _USER, _REPLY, _USER2 = "\x00GRM-S\x00", "\x00GRM-U\x00", "\x00GRM-R\x00",
 @dataclass(frozen=True)
 class ChatTemplate:
     start: str  # before the system message's content
-    system: str  # the template's default system message ("" where it inserts none)
+    system: str  # the system message the head holds (the template's default until `with_system`)
     system_end: str  # after a system message's content, up to a user message's content
     user_end: str  # after a user message's content, up to the assistant's reply (the generation prompt)
     reply_end: str  # after the assistant's reply, up to the next user message's content
@@ -38,6 +39,10 @@ class ChatTemplate:
     def head(self) -> str:
         """The text before the first user message's content, with the default system message."""
         return self.start + self.system + self.system_end
+
+    def with_system(self, text: str) -> "ChatTemplate":
+        """The same template with `text` as the system message of every request."""
+        return replace(self, system=text)
 
     def user_turn(self, text: str) -> str:
         """`text` as the user's message after the head, with the generation prompt after it."""

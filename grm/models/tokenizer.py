@@ -22,6 +22,10 @@ class Tokenizer(Protocol):
 
     def decode(self, ids: list[int]) -> str: ...
 
+    def use_system(self, text: str) -> None:
+        """With a template: `text` becomes the system message every request reads (the sinks)."""
+        ...
+
     def piece_bytes(self, ids: list[int]) -> list[bytes] | None:
         """The exact bytes each token stands for (joined: the encoded text), or None if this
         tokenizer cannot say. Lets blocks be cut at token boundaries of one whole reading."""
@@ -46,7 +50,16 @@ class ByteTokenizer:
     def __init__(self, template: ChatTemplate | None = None) -> None:
         self.eos_ids = frozenset({self.eos_id})
         self.template = template
-        self.sink_ids = (self.bos_id,) * 4 + (tuple(self.encode(template.head)) if template else ())
+        self.sink_ids = self._sinks()
+
+    def _sinks(self) -> tuple[int, ...]:
+        return (self.bos_id,) * 4 + (tuple(self.encode(self.template.head)) if self.template else ())
+
+    def use_system(self, text: str) -> None:
+        """Ask through the template with `text` as the system message: the sinks read it."""
+        if self.template is not None:
+            self.template = self.template.with_system(text)
+            self.sink_ids = self._sinks()
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
@@ -95,7 +108,12 @@ class HFTokenizer:
             if isinstance(tid, int) and tid >= 0 and hf_tokenizer.convert_ids_to_tokens(tid) == special:
                 eos.add(tid)
         self.eos_ids = frozenset(eos)
-        bos = getattr(hf_tokenizer, "bos_token_id", None)
+        self.sink_ids = self._sinks(sink_text)
+        decoder = type(getattr(getattr(hf_tokenizer, "backend_tokenizer", None), "decoder", None)).__name__
+        self._byte_map = _byte_level_alphabet() if decoder == "ByteLevel" else None
+
+    def _sinks(self, sink_text: str | None) -> tuple[int, ...]:
+        bos = getattr(self._tok, "bos_token_id", None)
         if sink_text is not None:
             ids = tuple(self.encode(sink_text))
         elif isinstance(bos, int):
@@ -107,9 +125,13 @@ class HFTokenizer:
         # Pad with the first sink token so there are always >= 4 sink tokens (attention sinks).
         while len(ids) < 4:
             ids = ids + (ids[0] if ids else 0,)
-        self.sink_ids = ids
-        decoder = type(getattr(getattr(hf_tokenizer, "backend_tokenizer", None), "decoder", None)).__name__
-        self._byte_map = _byte_level_alphabet() if decoder == "ByteLevel" else None
+        return ids
+
+    def use_system(self, text: str) -> None:
+        """Ask through the template with `text` as the system message: the sinks read it."""
+        if self.template is not None:
+            self.template = self.template.with_system(text)
+            self.sink_ids = self._sinks(self.template.head)
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))

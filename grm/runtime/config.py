@@ -27,6 +27,14 @@ LAYOUTS = ("seen", "both", "chain", "sections")
 DEFAULT_LAYOUT = LAYOUTS[0]
 FIRST_BLOCKS = {"seen": 1}  # chain blocks a layout stores at ingest where not all (Runtime.plan_ingest)
 DURABILITY = DURABILITY_MODES  # defined by the store plane
+# The system message of a model asked through its chat template (RuntimeConfig.system "memory").
+# An instruct model told only its template's default ("You are Qwen, created by Alibaba Cloud...")
+# refuses questions about the user's own life ("as an AI language model, I don't have access to
+# your personal information") even with the answer in context (bench/results/system-message.md).
+MEMORY_SYSTEM = ("You are a helpful assistant with a memory. What you read here, the user's earlier messages "
+                 "and any documents, is what you remember: answer from it. When the user has changed something "
+                 "they told you before, the most recent version is the one that holds.")
+SYSTEMS = {"memory": MEMORY_SYSTEM, "model": None}  # named system messages (None: the template's own default)
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,10 @@ class RuntimeConfig:
     extractor: str = "rule"
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
+    # the system message a model asked through its chat template reads first in every request (in
+    # the sinks, so what is stored under one is not served under another): "memory" (MEMORY_SYSTEM),
+    # "model" (the template's own default) or the text itself; a model without a template ignores it
+    system: str = "memory"
 
     @classmethod
     def from_options(cls, store: str | Path | None = None, cache_dir: str | Path | None = None,
@@ -118,4 +130,10 @@ class RuntimeConfig:
             raise UserInputError("abstain floor must be in [0, 1] and the abstain line not empty")
         if self.extractor not in EXTRACTORS:
             raise UserInputError(f"bad extractor {self.extractor!r}: one of {', '.join(EXTRACTORS)}")
+        if not self.system.strip():
+            raise UserInputError("the system message must not be empty (memory, model, or a text)")
         check_names(self.device, self.dtype)  # a CUDA device that is not there: ModelError at load
+
+    def system_text(self, default: str) -> str:
+        """The system message this config asks for, where the template's own is `default`."""
+        return SYSTEMS.get(self.system, self.system) or default

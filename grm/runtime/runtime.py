@@ -98,6 +98,8 @@ class Runtime:
         lm = load_model(config.model, config.cache_dir, log=log.info, device=config.device, dtype=config.dtype)
         if not lm.for_answers:
             log.warning("%s has random weights: its answers are meaningless (for speed and memory only)", lm.name)
+        if lm.tokenizer.template is not None:
+            lm.tokenizer.use_system(config.system_text(lm.tokenizer.template.system))
         if config.lead == "auto":
             config = replace(config, lead=lead_for(lm))
         dialect = dialect_for(lm.model)

@@ -1,8 +1,9 @@
 """OpenAI request bodies -> what GRM reads: validation, and chat messages rendered as one prompt.
 
 Chat messages are rendered with the model's own chat template (the HF tokenizer's
-`apply_chat_template`, add_generation_prompt=True). A model without one (the tiny test models)
-gets ChatML, SmolLM2's format:
+`apply_chat_template`, add_generation_prompt=True), the runtime's system message first where the
+chat has none (`render_chat`). A model without one (the tiny test models) gets ChatML, SmolLM2's
+format:
 
     <|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n
 
@@ -136,7 +137,12 @@ def chatml(messages: list[dict[str, str]]) -> str:
 
 
 def render_chat(tokenizer: Any, messages: list[dict[str, str]]) -> str:
-    """The prompt text for `messages`: the model's chat template, else ChatML."""
+    """The prompt text for `messages`: the model's chat template, else ChatML. A chat without a
+    system message of its own gets the runtime's (RuntimeConfig.system, the one the sinks read),
+    so its prompt starts with the sinks' bytes and its memory is served."""
+    template = getattr(tokenizer, "template", None)
+    if template is not None and (not messages or messages[0]["role"] not in ("system", "developer")):
+        messages = [{"role": "system", "content": template.system}, *messages]
     hf = getattr(tokenizer, "_tok", None)  # grm.models.tokenizer.HFTokenizer wraps the HF tokenizer
     if hf is not None and getattr(hf, "chat_template", None):
         return hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -71,3 +71,26 @@ def test_chatml_pieces_render_as_chatml():
 
     msgs = [{"role": "system", "content": CHATML.system}, {"role": "user", "content": "hi"}]
     assert chatml(msgs) == CHATML.head + CHATML.user_turn("hi")
+
+
+def test_a_system_message_of_the_runtimes_own_is_read_in_the_sinks():
+    tok = HFTokenizer(_hf_tokenizer(QWEN_LIKE), chat=True)
+    default = tok.template
+    tok.use_system("Answer from memory.")
+    assert tok.template == default.with_system("Answer from memory.") != default
+    assert list(tok.sink_ids) == tok.encode(default.start + "Answer from memory." + default.system_end)
+
+
+@pytest.mark.parametrize("hf", [False, True])
+def test_a_served_chat_without_a_system_message_gets_the_runtimes(hf):
+    """grm.serve.prompts.render_chat: the runtime's system message where the chat has none, so
+    the prompt starts with the sinks' bytes; a chat's own system message is left as it is."""
+    from grm.models.tokenizer import ByteTokenizer
+    from grm.serve.prompts import render_chat
+
+    tok = HFTokenizer(_hf_tokenizer(QWEN_LIKE), chat=True) if hf else ByteTokenizer(CHATML)
+    tok.use_system("Answer from memory.")
+    t = tok.template
+    assert render_chat(tok, [{"role": "user", "content": "hi"}]) == t.head + t.user_turn("hi")
+    own = render_chat(tok, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])
+    assert own == t.start + "Be brief." + t.system_end + t.user_turn("hi")

@@ -1,7 +1,9 @@
 """A model asked through its chat template (tiny-random-llama-chat: ChatML pieces, byte tokens).
 
 1. The sinks are the template's head: documents, sections and chat turns are stored as user
-   content after the default system message and the user turn's opening.
+   content after the runtime's system message (RuntimeConfig.system: GRM's memory message by
+   default, the template's own with "model", or a text) and the user turn's opening; K/V stored
+   under one system message is not served under another.
 2. A question over memory ends the user's message and the generation prompt follows it; the
    answer's lead (if any) begins the assistant's reply.
 3. Exact mode: a plain prompt is the user's message; a prompt already rendered with the template
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import pytest
 
-from grm.models.tokenizer import CHATML
+from grm.models.tokenizer import CHATML as TEMPLATE_DEFAULT
+from grm.runtime.config import MEMORY_SYSTEM
 from tests.conftest import lorem
 
 DOC = lorem(6, seed=3)
+CHATML = TEMPLATE_DEFAULT.with_system(MEMORY_SYSTEM)  # the template as the runtime asks through it
 
 
 @pytest.fixture()
@@ -38,6 +42,27 @@ def test_the_sinks_are_the_templates_head(rt):
     assert tok.template == CHATML
     assert tok.decode(list(tok.sink_ids)) == CHATML.head  # BOS tokens decode to nothing
     assert rt.exact.sinks().tokens == len(tok.sink_ids)
+
+
+def test_the_system_message_is_the_runtimes_choice(make_runtime, tmp_path):
+    own = make_runtime(model="tiny-random-llama-chat", store=tmp_path / "a", system="model")
+    text = make_runtime(model="tiny-random-llama-chat", store=tmp_path / "b", system="Be brief.")
+    plain = make_runtime(model="tiny-random-llama", store=tmp_path / "c", system="Be brief.")
+    assert own.lm.tokenizer.template == TEMPLATE_DEFAULT
+    assert text.lm.tokenizer.template.head == TEMPLATE_DEFAULT.start + "Be brief." + TEMPLATE_DEFAULT.system_end
+    assert plain.lm.tokenizer.template is None  # no template: the plain format, no system message
+    with pytest.raises(Exception, match="system message must not be empty"):
+        make_runtime(model="tiny-random-llama-chat", store=tmp_path / "d", system=" ")
+
+
+def test_what_is_stored_under_one_system_message_is_not_served_under_another(make_runtime, tmp_path):
+    prompt = DOC + "\n\nWhat is the first word?"
+    first = make_runtime(model="tiny-random-llama-chat", store=tmp_path / "s", block_tokens=64)
+    first.ask(prompt, mode="exact", store_prompt=True, max_new_tokens=2)
+    assert first.ask(prompt, mode="exact", max_new_tokens=2).tokens_from_memory > len(first.lm.tokenizer.sink_ids)
+    first.close()
+    other = make_runtime(model="tiny-random-llama-chat", store=tmp_path / "s", block_tokens=64, system="model")
+    assert other.ask(prompt, mode="exact", max_new_tokens=2).tokens_from_memory <= len(other.lm.tokenizer.sink_ids)
 
 
 @pytest.mark.parametrize("mode", ["exact-section", "grafts", "none"])
