@@ -505,7 +505,13 @@ def _updates_table(updates: list[dict]) -> list[str]:
             "(fidelity-fresh15-first-run.md); its rows were then read and the reader widened again (model years in "
             "Names, sentence openers, three everyday word families), so it is tuned from b1ef43e. FRESH-16 (30) was "
             "written blind later in session 12 and first run on its final code, a846a87 "
-            "(fidelity-fresh16-first-run.md). No split is blind to the code after it.",
+            "(fidelity-fresh16-first-run.md). FRESH-17 and FRESH-18 (30 each) were written blind in sessions 13 and "
+            "14 and first run on Qwen2.5-Coder-1.5B (fidelity-fresh17-*, fidelity-fresh18-*); session 15 read FRESH-18's "
+            "in-context rows (Qwen declining questions about the user's own life under its template's default system "
+            "message) and wrote GRM's system message (RuntimeConfig.system) and the ceiling's own conversation from "
+            "its first four rows, so FRESH-18 is tuned from then. FRESH-19 (30) was written blind by a helper at the "
+            "start of session 15 and first run on 4c1fcee's code (fidelity-fresh19-*-first-run.md). No split is "
+            "blind to the code after it.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in updates:
         for r in u["rows"]:
@@ -592,8 +598,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def floor(args: argparse.Namespace) -> dict:
-    """The runtime's abstain floor where `--abstain-floor` names one (grm/grafts/floor.py)."""
-    return {} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}
+    """The runtime's abstain floor where `--abstain-floor` names one (grm/grafts/floor.py), and its
+    system message where `--system` names one."""
+    return ({} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}) | (
+        {} if args.system is None else {"system": args.system})
 
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
@@ -618,6 +626,9 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
     if args.abstain_floor is not None:
         res["abstain_floor"] = args.abstain_floor
         name, flag = f"{name}-floor-{args.abstain_floor:g}", f"{flag} --abstain-floor {args.abstain_floor:g}"
+    if args.system is not None:
+        res["system"] = args.system
+        name, flag = f"{name}-system-{args.system}", f"{flag} --system {args.system}"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0
@@ -642,6 +653,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--abstain-floor", type=float, default=None, metavar="F",
                    help="the runtime's abstain floor (RuntimeConfig.abstain_floor; 0: abstain only where nothing "
                         "is routed; default: the runtime's)")
+    p.add_argument("--system", choices=("memory", "model"), default=None,
+                   help="the system message of a model with a chat template (RuntimeConfig.system; default: the "
+                        "runtime's, memory)")
     p.add_argument("--checks", action="store_true",
                    help="only the corrections and abstention checks (no updates splits, no model extractor)")
 
