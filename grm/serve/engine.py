@@ -102,6 +102,13 @@ class Job:
             raise ApiError(504, f"request not answered within {timeout:g} s", "timeout_error", "request_timeout")
 
 
+JOINED = object()  # a job that is not done yet: generating in the batch, or a sliced job paused
+
+
+def _raise(e: BaseException) -> Any:
+    raise e
+
+
 class ReadTally:
     """What one request made the model read (grm/kv/forward.py Reads): counted over the stretches
     the worker runs it (its prompt read, its answer finished), not while it waits in the batch
@@ -214,37 +221,92 @@ class Engine:
         import torch
 
         torch.set_grad_enabled(False)  # grad mode is per thread; the loader turned it off only in its own
-        while (job := self._scheduler.take()) is not None:
-            t0 = time.perf_counter()
-            if job.started_at is None:
-                if job.cancelled.is_set() and job.sliced is None:
-                    job.future.set_exception(ApiError(499, "request cancelled before it ran", "cancelled", "cancelled"))
-                    continue
-                job.started_at = t0
-                if self.metrics is not None:
-                    self.metrics.queue_wait(job.tenant, t0 - job.queued_at)
-            try:
-                if job.sliced is None:
-                    if job.writes:
-                        self._check_quota(job.tenant)
-                    result = job.fn()
-                elif not job.sliced.step():  # one slice ran; the others waiting go first
-                    self._scheduler.put_back(job)
-                    continue
-                else:
-                    result = job.sliced.result()
-            except BaseException as e:  # handed to the waiting request; the worker goes on
-                if isinstance(e, GrmError):
-                    e = from_grm(e, self.hidden)  # what a client may read of it
-                elif not isinstance(e, (ApiError, Stopped)):
-                    log.exception("%s request of tenant %s failed", job.label, job.tenant)
-                job.future.set_exception(e)
+        batch = self.rt.batch() if self.config.batch > 1 else None
+        if self.config.batch > 1 and batch is None:
+            log.warning("this model cannot be batched (a sliding window): answers are generated one at a time")
+        while True:
+            if batch is not None and len(batch):  # between two decoding steps: who joins (or runs)
+                jobs = self._scheduler.take_more(self.config.batch - len(batch))
+            elif (job := self._scheduler.take()) is not None:
+                jobs = [job]
             else:
+                return
+            for job in jobs:
+                self._start(job, batch)
+            if batch is not None and len(batch):
+                self._step(batch)
+
+    def _start(self, job: Job, batch: Any) -> None:
+        """Run `job` (a slice of a sliced one); a generation with a batch is read and joins it."""
+        t0 = time.perf_counter()
+        if job.started_at is None:
+            if job.cancelled.is_set() and job.sliced is None:
+                job.future.set_exception(ApiError(499, "request cancelled before it ran", "cancelled", "cancelled"))
+                return
+            job.started_at = t0
+            if self.metrics is not None:
+                self.metrics.queue_wait(job.tenant, t0 - job.queued_at)
+
+        def run() -> Any:
+            if job.sliced is None:
+                if job.writes:
+                    self._check_quota(job.tenant)
+                if batch is None or job.steps is None:
+                    return job.fn()
+                steps = job.steps()
+                try:
+                    dec = next(steps)
+                except StopIteration as done:  # nothing to generate
+                    return done.value
+                if batch.join((job, steps), dec):
+                    return JOINED
+                return self.rt.resume(steps)  # its first token ended it
+            if not job.sliced.step():  # one slice ran; the others waiting go first
+                self._scheduler.put_back(job)
+                return JOINED
+            return job.sliced.result()
+
+        self._settle(job, run, t0)
+
+    def _step(self, batch: Any) -> None:
+        """One decoding step of the batch; the requests it ended are finished and answered."""
+        t0 = time.perf_counter()
+        rows = len(batch)
+        if self.metrics is not None:
+            self.metrics.decode_step(rows)
+        try:
+            ended = batch.step()
+        except BaseException as e:  # the step's requests fail together; the worker goes on
+            log.exception("a decoding step of %d requests failed", rows)
+            for job, steps in batch.clear():
+                steps.close()
+                self._settle(job, lambda e=e: _raise(e), job.started_at or t0)
+            return
+        for job, steps in ended:
+            self._settle(job, lambda steps=steps: self.rt.resume(steps), job.started_at or t0, share=rows)
+
+    def _settle(self, job: Job, run: Callable[[], Any], t0: float, share: int = 1) -> None:
+        """Hand `run()`'s result or error to the request waiting on `job` (JOINED: not yet: it is
+        in the batch, or a sliced job paused); tell the scheduler how long it took (a batched
+        request: its time over the `share` requests it ran beside)."""
+        pending = False
+        try:
+            result = run()
+            pending = result is JOINED
+        except BaseException as e:  # handed to the waiting request; the worker goes on
+            if isinstance(e, GrmError):
+                e = from_grm(e, self.hidden)  # what a client may read of it
+            elif not isinstance(e, (ApiError, Stopped)):
+                log.exception("%s request of tenant %s failed", job.label, job.tenant)
+            job.future.set_exception(e)
+        else:
+            if not pending:
                 job.future.set_result(result)
-            finally:
-                self._scheduler.done(job, time.perf_counter() - t0)
-                if job.writes and self.config.tenant_bytes is not None and job.future.done():
-                    self._usage[job.tenant] = self.memory(job.tenant).stored_bytes()
+        finally:
+            if not pending or job.sliced is not None:
+                self._scheduler.done(job, (time.perf_counter() - t0) / share)
+            if job.writes and self.config.tenant_bytes is not None and job.future.done():
+                self._usage[job.tenant] = self.memory(job.tenant).stored_bytes()
 
     def submit(self, tenant: str, label: str, fn: Callable[[], Any], *, kind: str = "interactive",
                writes: bool = False, sliced: Sliced | None = None, steps: Callable[[], Generator] | None = None) -> Job:

@@ -26,6 +26,8 @@ Names follow vLLM's prefix-cache counters, counted in tokens:
     grm:host_tier_bytes_served_total{tenant} bytes mounted from there (no store read, no SHA-256)
     grm:host_tier_evictions_total{tenant}    blocks let go to keep the budget (--host-budget)
     grm:queue_depth                          requests waiting for the model worker (no tenant)
+    grm:decode_batch_rows                    histogram: requests in each batched decoding step (no
+                                             tenant: a step serves several)
 A client sees only the samples labelled with its own tenant (and the unlabelled queue depth).
 """
 
@@ -78,6 +80,8 @@ class Metrics:
         self.calls_each = Histogram("grm:model_forward_calls_per_request",
                                     "Forward calls per request, decode steps included", ["tenant"],
                                     buckets=COUNT_BUCKETS, registry=r)
+        self.batch_rows = Histogram("grm:decode_batch_rows", "Requests in each batched decoding step",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self._engine: Any = None
         self._tokens: dict[str, list[float]] = {}  # tenant -> [hit tokens, query tokens], for the inspector
         r.register(_StoreCollector(self))
@@ -104,6 +108,9 @@ class Metrics:
         self.decode_steps.labels(tenant).inc(decode_steps)
         self.tokens_read_each.labels(tenant).observe(tokens)
         self.calls_each.labels(tenant).observe(calls + decode_steps)
+
+    def decode_step(self, rows: int) -> None:
+        self.batch_rows.observe(rows)
 
     def queue_wait(self, tenant: str, seconds: float) -> None:
         self.wait.labels(tenant).observe(seconds)
