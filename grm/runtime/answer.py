@@ -10,7 +10,10 @@ A request is answered in seven steps, each owned by one module:
              device/host/store planes); a miss is read as text instead, never served
 4. arena     `[sinks | mounts | live tail]` (grm/grafts/arena.build: one rotation per re-seat)
 5. prefill   the text after memory (grm/kv/forward.prefill)
-6. generate  greedy (grm/runtime/generate.greedy), streaming deltas to `on_token`
+6. generate  greedy, a `Sequence` per answer (grm/runtime/generate.py), streaming deltas to
+             `on_token`: alone (`Decoding.alone`, one forward call a token) or in the server's
+             batch (grm/runtime/batch.py), with the same rules; `begin` (steps 1-5 done) and
+             `conclude` are the halves around it (`Runtime.answering`)
 7. harvest   what the request leaves in memory: a chat turn as an evidence graft (chat.py), the
              prompt's new chain blocks when `store_prompt` is set (a conversation's history then
              hits on its next request)

@@ -1,4 +1,8 @@
-"""Greedy generation after a prefilled cache, and the Answer the API returns."""
+"""Greedy generation after a prefilled cache, and the Answer the API returns.
+
+`Sequence` holds one answer's rules per token (end of turn, stop strings, the limit, streaming
+with held-back text, cancel); `greedy` is its loop for one sequence, one forward call a token, and
+grm/runtime/batch.py steps several in one forward call with the same rules."""
 
 from __future__ import annotations
 

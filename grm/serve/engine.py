@@ -1,4 +1,4 @@
-"""The engine: the server's one model worker. It and grm/serve/tenant.py (one tenant's memory,
+"""The engine: the server's one model worker, which may generate several answers at once. It and grm/serve/tenant.py (one tenant's memory,
 which runs on this worker) are the only modules of grm/serve that hold the Runtime and its store;
 the others take only checks and names from grm/runtime, and the memory REST's commands
 (grm/runtime/commands.py) run inside jobs on this worker.
@@ -10,12 +10,21 @@ Lifecycle (who calls what, when):
    `complete(...)`, `ask(...)`, `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
    Retry-After for a key with `queue` jobs waiting, or over its byte quota (`tenant_bytes`) for a
    write; 503 when the server holds `queue_total`, or while draining. `await job.wait(timeout)`
-   gets the result. Exactly one job runs at a time, on the worker thread, in the fair order of
+   gets the result. Every job runs on the one worker thread, in the fair order of
    grm/serve/scheduler.py (chats before document ingest, tenants in turn); a document ingest runs
    one slice (`slice_s`) at a time (grm/serve/slices.py), so the model and the store are never
    used by two threads at once and a chat waits for at most one slice. `job.cancel()` (client
    gone, timeout) drops a queued job and stops a running generation at its next token
    (`on_token` returns False); `cancel_job` stops an ingest after its current block.
+   Generations are batched (ServeConfig.batch > 1, a model without a sliding window): a chat or
+   completion is a job of steps (`_generation`, over `Runtime.answering`); the worker reads its
+   prompt alone (memory loaded and stored as without a batch), then it joins the batch
+   (grm/runtime/batch.py) and decodes with up to `batch` others, one forward call a token; between
+   two tokens the worker takes more jobs (`Scheduler.take_more`: new generations join, another
+   job runs while the batch waits), and a generation that ends (end of turn, stop string, limit,
+   cancel) leaves and is finished (evidence stored, metrics, trace). `--batch 1`: one job runs at
+   a time, its answer generated alone. What the model read for each request (ReadTally over
+   grm/kv/forward.py Reads) is in its `grm.model_reads` and in /metrics.
 3. `run(tenant, fn)` calls `fn(TenantMemory)`: the policy plane, documents and store figures of
    that tenant only (a view of the one runtime: `Runtime.for_tenant`).
 4. `close()` (SIGTERM, after uvicorn stopped taking requests and finished in-flight ones) refuses
