@@ -15,6 +15,7 @@ over the row's requests). Bounded: K * clients requests per row, each with a tim
 
 `python bench/serve_batch.py [--model M] [--requests K] [--new-tokens M] [--clients 1,4,8]
 [--threads-list 1,2] [--name serve-batch] [--sequential]`; `--quick` runs the tiny model.
+`--step-costs [--models A,B]`: decoding steps timed in process, batched vs alone (no server).
 """
 
 from __future__ import annotations
@@ -142,23 +143,83 @@ def main(args: argparse.Namespace) -> int:
     ratios = []
     for threads in threads_list:
         for clients in clients_list:
-            one = next(r for r in rows if (r["threads"], r["clients"], r["batch"]) == (threads, clients, 1))
-            eight = next(r for r in rows if (r["threads"], r["clients"], r["batch"]) == (threads, clients, 8))
-            ratios.append(f"{threads} thread(s), {clients} client(s): {eight['tokens_per_s'] / one['tokens_per_s']:.2f}x")
-    table += ["", "Generated tokens/s, --batch 8 over --batch 1 (same requests, side by side): " + "; ".join(ratios),
-              "", f"Each client sends {args.requests if not args.requests_total else 'K/clients'} chat completions of up to "
-              f"{args.new_tokens} new tokens (memory on, each prompt its own question), one after the other; "
-              "latency is the client's (queueing included); time per request = wall / requests. Model tokens read = "
-              "what the model read per request besides decoding (its prompt, the question's routing key, the "
-              "exchange kept as evidence), from /metrics; decode steps = decoding forward calls it took part in "
-              "(a batched step counts once per request in it). Requests per step: mean rows of a decoding step "
-              "(grm:decode_batch_rows; 1 for --batch 1, which makes no batched step)."]
+            by = {r["batch"]: r for r in rows if (r["threads"], r["clients"]) == (threads, clients)}
+            ratio = by[8]["tokens_per_s"] / by[1]["tokens_per_s"]
+            ratios.append(f"{threads} thread(s), {clients} client(s): {ratio:.2f}x")
+    how = "one server after the other" if args.sequential else "side by side"
+    per = "K/clients" if args.requests_total else args.requests
+    table += ["", f"Generated tokens/s, --batch 8 over --batch 1 (same requests, {how}): " + "; ".join(ratios),
+              "", f"Each client sends {per} chat completions of up to {args.new_tokens} new tokens (memory on, "
+              "each prompt its own question), one after the other; latency is the client's (queueing included); "
+              "time per request = wall / requests. Model tokens read = what the model read per request besides "
+              "decoding (its prompt, the question's routing key, the exchange kept as evidence), from /metrics; "
+              "decode steps = decoding forward calls it took part in (a batched step counts once per request in "
+              "it). Requests per step: mean rows of a decoding step (grm:decode_batch_rows; 1 for --batch 1, "
+              "which makes no batched step)."]
     cmd = (f"python bench/serve_batch.py --model {model} --requests {args.requests} --new-tokens {args.new_tokens} "
-           f"--clients {args.clients} --threads-list {args.threads_list}" + (" --requests-total" if args.requests_total else "")
-           + (" --sequential" if args.sequential else "") + (f" --name {args.name}" if args.name != "serve-batch" else ""))
+           f"--clients {args.clients} --threads-list {args.threads_list}"
+           + (" --requests-total" if args.requests_total else "") + (" --sequential" if args.sequential else "")
+           + (f" --name {args.name}" if args.name != "serve-batch" else ""))
     write_results(args.name, {"model": model, "new_tokens": args.new_tokens, "rows": rows}, table, cmd, quick=quick)
     print("\n".join(table))
     return 0 if all(r["errors"] == 0 for r in rows) else 1
+
+
+def step_costs(args: argparse.Namespace) -> int:
+    """`--step-costs`: in process, no server: the time of one decoding step of 1, 4 and 8 rows
+    (grm/kv/batch.py PaddedBatch) against a lone step (grm/kv/forward.py step), per model and
+    thread count: how much a batched step saves per request on this machine, apart from the
+    server's reading of prompts. Written to bench/results/serve-batch-steps.{json,md}."""
+    import torch
+
+    from grm.kv import new_cache
+    from grm.kv.batch import PaddedBatch
+    from grm.kv.forward import prefill, step
+    from grm.models import load_model
+    from grm.runtime.locations import default_cache_dir
+
+    torch.set_grad_enabled(False)
+    rows_out = []
+    for name in args.models.split(","):
+        lm = load_model(name, default_cache_dir())
+        model, ids = lm.model, lm.tokenizer.encode("Write a few sentences about rivers and the sea, in plain words.")
+        for threads in (int(t) for t in args.threads_list.split(",")):
+            torch.set_num_threads(threads)
+            lone = new_cache()
+            prefill(model, lone, ids, 0)
+            seat = len(ids)
+            step(model, lone, 100, seat)  # warm
+            t0 = time.perf_counter()
+            for i in range(args.repeats):
+                step(model, lone, 100, seat + 1 + i)
+            alone_s = (time.perf_counter() - t0) / args.repeats
+            for rows in (1, 4, 8):
+                batch = PaddedBatch()
+                for r in range(rows):  # rows of different lengths: padded, masked
+                    cache = new_cache()
+                    prefill(model, cache, ids[: len(ids) - r], 0)
+                    batch.add(cache)
+                seats = [len(ids) - r for r in range(rows)]
+                batch.step(model, [100] * rows, seats)  # warm
+                t0 = time.perf_counter()
+                for i in range(args.repeats):
+                    batch.step(model, [100] * rows, [s + 1 + i for s in seats])
+                step_s = (time.perf_counter() - t0) / args.repeats
+                rows_out.append({"model": name, "threads": threads, "rows": rows, "step_s": step_s,
+                                 "lone_step_s": alone_s, "per_row_gain": alone_s * rows / step_s})
+                print(rows_out[-1], flush=True)
+        del lm, model
+    table = ["| model | threads | rows | batched step | lone step | lone steps / batched step (per-row gain) |",
+             "|---|---|---|---|---|---|"]
+    table += [f"| {r['model']} | {r['threads']} | {r['rows']} | {r['step_s'] * 1000:.0f} ms | "
+              f"{r['lone_step_s'] * 1000:.0f} ms | {r['per_row_gain']:.2f}x |" for r in rows_out]
+    table += ["", f"Mean of {args.repeats} steps after one warm step; rows of a batch differ in length by one token "
+              "each (padded and masked; one row: no mask). A gain near 1x means a decoding step costs as much per "
+              "row batched as alone on this machine (compute-bound), so batching cannot raise throughput there."]
+    write_results("serve-batch-steps", {"rows": rows_out, "repeats": args.repeats}, table,
+                  f"python bench/serve_batch.py --step-costs --models {args.models} --threads-list {args.threads_list}")
+    print("\n".join(table))
+    return 0
 
 
 def flags(p: argparse.ArgumentParser) -> None:
@@ -169,7 +230,10 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads-list", default="1,2")
     p.add_argument("--name", default="serve-batch")
     p.add_argument("--sequential", action="store_true", help="one server at a time (a model too large for two)")
+    p.add_argument("--step-costs", action="store_true", help="only time decoding steps in process (no server)")
+    p.add_argument("--models", default="smollm2-135m,qwen2.5-coder-1.5b", help="models for --step-costs")
+    p.add_argument("--repeats", type=int, default=5, help="steps timed per row count (--step-costs)")
 
 
 if __name__ == "__main__":
-    run_cli(main, flags)
+    run_cli(lambda args: step_costs(args) if args.step_costs else main(args), flags)

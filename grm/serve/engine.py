@@ -1,7 +1,8 @@
-"""The engine: the server's one model worker, which may generate several answers at once. It and grm/serve/tenant.py (one tenant's memory,
-which runs on this worker) are the only modules of grm/serve that hold the Runtime and its store;
-the others take only checks and names from grm/runtime, and the memory REST's commands
-(grm/runtime/commands.py) run inside jobs on this worker.
+"""The engine: the server's one model worker (which generates concurrent answers in one batch).
+It and grm/serve/tenant.py (one tenant's memory, which runs on this worker) are the only modules
+of grm/serve that hold the Runtime and its store; the others take only checks and names from
+grm/runtime, and the memory REST's commands (grm/runtime/commands.py) run inside jobs on this
+worker.
 
 Lifecycle (who calls what, when):
 1. `Engine.open(runtime_config, serve_config)` loads the model and opens the store (one Runtime);
@@ -40,9 +41,9 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Generator
 from typing import Any, Callable
 
 from grm.errors import GrmError, redact

@@ -5,7 +5,8 @@ Expectations:
    own K/V right-aligned, its pads are zeros, and padding every row shares is dropped.
 2. A step reads one token per row at that row's seat: each row's logits are those of the same
    token read alone after that row's own cache, up to rounding (not bit-identical: masked
-   columns and several rows per matrix product), with the same top token.
+   columns and several rows per matrix product), with the same top token; a batch of one row is
+   bit-identical to the lone step.
 """
 
 from __future__ import annotations
@@ -69,3 +70,15 @@ def test_a_step_reads_each_row_as_alone(tiny_models):
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
         assert torch.equal(got.argmax(-1), want.argmax(-1))
         tokens, seats = [int(t) for t in want.argmax(-1)], [s + 1 for s in seats]
+
+
+def test_a_batch_of_one_row_steps_bit_identically_to_alone(tiny_models):
+    model = tiny_models["llama"].model
+    alone, row = new_cache(), new_cache()
+    for cache in (alone, row):
+        prefill(model, cache, [5, 9, 13, 2, 7], 0)
+    batch = PaddedBatch()
+    batch.add(row)
+    for i in range(3):
+        want = step(model, alone, 40 + i, 5 + i)
+        assert torch.equal(batch.step(model, [40 + i], [5 + i])[0], want)

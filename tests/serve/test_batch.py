@@ -7,6 +7,7 @@ Expectations:
 2. A client that disconnects mid-stream stops its own generation (finish "cancelled") while the
    others in the batch finish with the answers they get alone.
 3. --batch 1 generates one answer at a time: no batched step at all.
+4. --batch below 1 is refused; `grm serve --help` names the default, the ServeConfig default.
 """
 
 from __future__ import annotations
@@ -136,3 +137,17 @@ def test_batch_1_generates_one_at_a_time(fresh_server):
     together = _together(srv, REQUESTS[:2])
     assert all(together)
     assert _steps(srv) == (0, 0)
+
+
+def test_batch_below_1_is_refused_and_help_names_the_default():
+    import pytest
+
+    from grm.cli import build_parser
+    from grm.errors import UserInputError
+    from grm.serve.config import ServeConfig
+
+    with pytest.raises(UserInputError, match="--batch"):
+        ServeConfig(no_auth=True, batch=0)
+    assert ServeConfig(no_auth=True).batch == 8
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    assert "(default 8)" in next(a.help for a in serve._actions if "--batch" in a.option_strings)
