@@ -65,7 +65,8 @@ def pct(values: list[float], q: float) -> float:
 class Server:
     """`grm serve` in a child process; `rss()` reads its resident memory."""
 
-    def __init__(self, store: Path, model: str, threads: int, tenants: tuple[str, ...]) -> None:
+    def __init__(self, store: Path, model: str, threads: int, tenants: tuple[str, ...],
+                 extra: tuple[str, ...] = ()) -> None:
         from grm.serve.auth import add_key
         from grm.serve.server import free_port
 
@@ -76,7 +77,7 @@ class Server:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         self.proc = subprocess.Popen([sys.executable, "-m", "grm", "serve", "--keys", str(keys), "--port", str(self.port),
                                       "--model", model, "--store", str(store), "--threads", str(threads),
-                                      "--queue", "64", "--timeout", "3600"], cwd=ROOT, env=env)
+                                      "--queue", "64", "--timeout", "3600", *extra], cwd=ROOT, env=env)
         import httpx2 as httpx
         import psutil
 

@@ -51,6 +51,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="seconds before a request gets 504 and its generation stops (default 300)")
     p.add_argument("--max-tokens", type=positive_int, default=256, metavar="N",
                    help="generation limit when a request gives no max_tokens (default 256)")
+    p.add_argument("--batch", type=positive_int, default=8, metavar="N",
+                   help="answers generated together: up to N chats or completions decode in one forward call a "
+                   "token, each read alone first (memory as without a batch), joining and leaving between "
+                   "tokens; 1 generates one answer at a time (default 8)")
     p.add_argument("--host-budget", type=byte_count, default=DEFAULT_HOST_BUDGET, metavar="SIZE",
                    help="bytes of verified exact K/V kept in host RAM between requests (page-locked with a GPU), "
                         "so a repeated context mounts from RAM without a store read; shared fairly between "
@@ -75,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     config = ServeConfig(host=args.host, port=args.port, keys=Path(args.keys).expanduser() if args.keys else None,
                          no_auth=args.no_auth, tenant=args.tenant, queue=args.queue, queue_total=args.queue_total,
                          slice_s=args.slice, job_timeout_s=args.job_timeout, tenant_bytes=args.tenant_bytes,
-                         timeout_s=args.timeout, max_tokens=args.max_tokens, store_budget=args.store_budget)
+                         timeout_s=args.timeout, max_tokens=args.max_tokens, store_budget=args.store_budget,
+                         batch=args.batch)
     from grm.serve.server import serve
 
     rc = runtime_config(args, host_budget=args.host_budget, **mount_options(args))

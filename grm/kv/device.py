@@ -137,6 +137,12 @@ class ArenaLayer(DynamicLayer):
         self.keys, self.values = buf[0][..., :n + add, :], buf[1][..., :n + add, :]
         return self.keys, self.values
 
+    def hold(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
+        """Take `keys`/`values` [..., capacity, head_dim] as this layer's buffer (its own alone),
+        their first `length` tokens filled (a batch assembled elsewhere: grm/kv/batch.py)."""
+        self._buf = (keys, values)
+        self.keys, self.values = keys[..., :length, :], values[..., :length, :]
+
     def reset(self) -> None:
         self._buf = None
         super().reset()

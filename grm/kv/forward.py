@@ -3,9 +3,18 @@
 Chunked prefill bounds the transient attention memory on long inputs; the chunking is a fixed
 function of the input length, so the same tokens after the same cache always take the same
 arithmetic path (the exactness invariant depends on it).
+
+`watch(model)` counts what the model reads (`Reads`: tokens and forward calls) with a forward
+pre-hook, so every caller is counted, here or elsewhere (a blend's re-read, the self-test): the
+runtime owns one `Reads` per loaded model and the server reports it per request. A decode loop
+reads its tokens `paused()` and counts its own steps (a batched step serves several requests).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
@@ -14,6 +23,47 @@ from grm.kv.cache import cache_from_kv, kv_from_cache
 from grm.kv.payload import KV
 
 PREFILL_CHUNK = 512  # tokens per forward call during prefill
+
+
+@dataclass
+class Reads:
+    """Tokens the model read and forward calls it made, while not `paused` (one worker thread)."""
+
+    tokens: int = 0  # input positions read, over every batch row
+    calls: int = 0  # forward calls
+    paused_depth: int = 0  # > 0: a decode loop is reading (it counts its own steps)
+
+    def hook(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        """A forward pre-hook (`register_forward_pre_hook(..., with_kwargs=True)`): count one call."""
+        if self.paused_depth:
+            return
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None:
+            embeds = kwargs.get("inputs_embeds")
+            n = embeds.shape[:-1].numel() if embeds is not None else 0
+        else:
+            n = ids.numel()
+        self.tokens += int(n)
+        self.calls += 1
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self.paused_depth += 1
+        try:
+            yield
+        finally:
+            self.paused_depth -= 1
+
+    def snapshot(self) -> tuple[int, int]:
+        """(tokens, calls) so far: what a request read is the difference of two snapshots."""
+        return self.tokens, self.calls
+
+
+def watch(model: torch.nn.Module) -> Reads:
+    """A `Reads` counting every forward call of `model` from now on."""
+    reads = Reads()
+    model.register_forward_pre_hook(reads.hook, with_kwargs=True)
+    return reads
 
 
 def prefill(model: torch.nn.Module, cache: DynamicCache, ids: list[int], start: int) -> torch.Tensor:

@@ -10,7 +10,10 @@ A request is answered in seven steps, each owned by one module:
              device/host/store planes); a miss is read as text instead, never served
 4. arena     `[sinks | mounts | live tail]` (grm/grafts/arena.build: one rotation per re-seat)
 5. prefill   the text after memory (grm/kv/forward.prefill)
-6. generate  greedy (grm/runtime/generate.greedy), streaming deltas to `on_token`
+6. generate  greedy, a `Sequence` per answer (grm/runtime/generate.py), streaming deltas to
+             `on_token`: alone (`Decoding.alone`, one forward call a token) or in the server's
+             batch (grm/runtime/batch.py), with the same rules; `begin` (steps 1-5 done) and
+             `conclude` are the halves around it (`Runtime.answering`)
 7. harvest   what the request leaves in memory: a chat turn as an evidence graft (chat.py), the
              prompt's new chain blocks when `store_prompt` is set (a conversation's history then
              hits on its next request)
@@ -31,6 +34,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
+import torch
+from transformers import DynamicCache
+
 from grm.dialects import Dialect
 from grm.english.words import STOP_WORDS, stem
 from grm.errors import UserInputError
@@ -40,12 +46,12 @@ from grm.grafts.blend import BlendConfig
 from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
-from grm.kv.forward import prefill
+from grm.kv.forward import Reads, prefill, step
 from grm.models import LoadedModel
 from grm.policy.align import related
 from grm.route.lexical import WORD
 from grm.runtime.config import RuntimeConfig
-from grm.runtime.generate import Answer, greedy
+from grm.runtime.generate import Answer, Sequence
 from grm.runtime.lead import answer_lead
 from grm.runtime.question import fit_lead, label_lead, led, question_text, with_lead
 from grm.sections import SectionMemory
@@ -88,6 +94,7 @@ class Context:
     policy: Callable[[], "PolicyGlue"]  # the tenant's one policy glue (built on first use)
     costs: Callable[[], Costs]  # mount vs re-read costs on this machine (measured on first use)
     model_lead: Callable[[str], str | None]  # a question's answer lead written by the model
+    reads: Reads = field(default_factory=Reads)  # what the model read (grm/kv/forward.py watch)
 
     def check_window(self, n: int, max_new: int) -> None:
         if n + max_new > self.dialect.max_positions:
@@ -473,8 +480,38 @@ class Generated:
     finish_reason: str = "stop"  # stop (end of turn or a stop string) | length | cancelled
 
 
-def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
-    """Read the runs after the arena, generate, and store the prompt's new blocks if asked."""
+@dataclass
+class Decoding:
+    """A request whose text after memory is read (step 5 done), its answer still to generate
+    (step 6): the arena's cache, the last position's logits and the answer's `Sequence`.
+    `alone(model)` generates it one forward call a token (`greedy`'s loop); a batch
+    (grm/runtime/batch.py) generates several in one forward call a token, with the same rules."""
+
+    ready: Ready
+    gen: Generation
+    t0: float
+    start: int  # the seat where the text read after memory began
+    prompt_tokens: int  # seats in context before generation
+    logits: torch.Tensor  # [vocab] fp32, the prompt's last position
+    seq: Sequence
+
+    @property
+    def cache(self) -> DynamicCache:
+        return self.ready.arena.cache
+
+    def alone(self, model: torch.nn.Module) -> None:
+        logits = self.logits
+        while (at := self.seq.push(logits)) is not None:
+            logits = step(model, self.cache, self.seq.ids[-1], at)
+
+    def generated(self) -> Generated:
+        seq = self.seq
+        return Generated(seq.text, seq.ids, seq.ttft, self.prompt_tokens, self.start, seq.finish_reason)
+
+
+def read_prompt(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Decoding:
+    """Step 5: read the runs after the arena (storing the prompt's new blocks if asked); the
+    answer is generated from the Decoding returned."""
     arena, model = ready.arena, ctx.lm.model
     start = seat = arena.seat
     logits = None
@@ -483,18 +520,17 @@ def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
         seat += len(ids)
     if ready.blocks_to_store:
         harvest_blocks(ctx, arena, ready.blocks_to_store, ready.block_meta)
-    cancelled = []
-    on_token = gen.on_token
-    if on_token is not None:
-        def on_token(delta: str, _send=gen.on_token) -> bool | None:
-            go = _send(delta)
-            if go is False:
-                cancelled.append(True)
-            return go
-    text, ids, ttft = greedy(model, ctx.lm.tokenizer, arena.cache, logits, seat, gen.max_new_tokens, t0,
-                             gen.stops, blank_line_ends=not gen.chat, on_token=on_token)
-    finish = "cancelled" if cancelled else "length" if len(ids) >= gen.max_new_tokens else "stop"
-    return Generated(text, ids, ttft, seat, start, finish)
+    seq = Sequence(ctx.lm.tokenizer, seat, gen.max_new_tokens, t0, gen.stops, blank_line_ends=not gen.chat,
+                   on_token=gen.on_token)
+    return Decoding(ready, gen, t0, start, seat, logits, seq)
+
+
+def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
+    """Read the runs after the arena, generate, and store the prompt's new blocks if asked."""
+    dec = read_prompt(ctx, ready, gen, t0)
+    with ctx.reads.paused():  # decode steps are counted by the sequence (Sequence.steps)
+        dec.alone(ctx.lm.model)
+    return dec.generated()
 
 
 def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str, list[int]]],
@@ -511,8 +547,19 @@ def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str,
 
 
 def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
-    """Steps 5-7 for `ask`: the Answer the API and `--json` report. An abstaining plan generates
-    nothing: the answer is the configured line, streamed as one piece."""
+    """Steps 5-7 for `ask`: the Answer the API and `--json` report (`begin`, generated alone,
+    `conclude`)."""
+    dec = begin(ctx, ready, gen, t0)
+    if isinstance(dec, Answer):
+        return dec
+    with ctx.reads.paused():  # decode steps are counted by the sequence (Sequence.steps)
+        dec.alone(ctx.lm.model)
+    return conclude(dec)
+
+
+def begin(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Decoding | Answer:
+    """Step 5 for `ask`: the Decoding to generate, or the Answer itself where nothing is
+    generated: an abstaining plan answers the configured line, streamed as one piece."""
     if ready.abstained:
         line = ctx.config.abstain_line
         if gen.on_token is not None:
@@ -529,11 +576,16 @@ def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
                 delta = with_lead(ready.lead, delta)
             return _send(delta)
         gen = replace(gen, on_token=on_token)
-    out = run(ctx, ready, gen, t0)
+    return read_prompt(ctx, ready, gen, t0)
+
+
+def conclude(dec: Decoding) -> Answer:
+    """After step 6: the Answer of a generated Decoding."""
+    ready, out = dec.ready, dec.generated()
     from_memory = ready.arena.from_memory
     return Answer(
-        answer=with_lead(ready.lead, out.text), mode=ready.mode, ttft_s=out.ttft_s, total_s=time.perf_counter() - t0,
-        prompt_tokens=out.prompt_tokens, tokens_from_memory=from_memory,
+        answer=with_lead(ready.lead, out.text), mode=ready.mode, ttft_s=out.ttft_s,
+        total_s=time.perf_counter() - dec.t0, prompt_tokens=out.prompt_tokens, tokens_from_memory=from_memory,
         tokens_computed=out.prompt_tokens - from_memory, mounted=ready.mounted, lossy=ready.lossy,
         fallback=ready.fallback, completion_tokens=len(out.ids), finish_reason=out.finish_reason,
     )

@@ -1,4 +1,8 @@
-"""Greedy generation after a prefilled cache, and the Answer the API returns."""
+"""Greedy generation after a prefilled cache, and the Answer the API returns.
+
+`Sequence` holds one answer's rules per token (end of turn, stop strings, the limit, streaming
+with held-back text, cancel); `greedy` is its loop for one sequence, one forward call a token, and
+grm/runtime/batch.py steps several in one forward call with the same rules."""
 
 from __future__ import annotations
 
@@ -49,46 +53,77 @@ def greedy(
     """Generate from `logits` (the prompt's last position). Returns (text, ids, ttft_s). Stops at
     an end-of-turn token once some text is out (not before: an answer is never empty), any string
     of `stops`, and (`blank_line_ends`) a blank line after some text. `on_token(delta)` gets the answer's new text as it grows (held back while it could still
-    be the start of a stop string); returning False cancels generation (a client gone)."""
-    ids: list[int] = []
-    ttft = 0.0
-    sent = 0  # characters of the answer already given to on_token
-    cancelled = False
-    ends = stops + (("\n\n",) if blank_line_ends else ())
-    detok = Detokenizer(tok)
+    be the start of a stop string); returning False cancels generation (a client gone). The
+    rules per token are `Sequence`'s; this is its loop for one sequence, one forward call a token."""
+    seq = Sequence(tok, seat, max_new, t0, stops, blank_line_ends=blank_line_ends, on_token=on_token)
+    while (at := seq.push(logits)) is not None:
+        logits = step(model, cache, seq.ids[-1], at)
+    return seq.text, seq.ids, seq.ttft
 
-    def report(text: str) -> str:
-        return finish_text(text, stops) if blank_line_ends else _cut(text, stops)
 
-    for i in range(max_new):
+class Sequence:
+    """One answer generated greedily, a token at a time: `push(logits)` takes the logits of the
+    position just read [vocab] and returns the seat the chosen token is to be read at next, or
+    None once the answer is done (then `text`, `ids`, `ttft`, `finish_reason` are final). Who
+    reads the token is the caller's: `greedy` (one forward call a token) or a batch
+    (grm/runtime/batch.py: one forward call for every live sequence), with the same result."""
+
+    def __init__(self, tok: Tokenizer, seat: int, max_new: int, t0: float, stops: tuple[str, ...] = (), *,
+                 blank_line_ends: bool = True, on_token: Callable[[str], bool | None] | None = None) -> None:
+        self.tok, self.seat, self.max_new, self.t0 = tok, seat, max_new, t0
+        self.stops, self.blank_line_ends, self.on_token = stops, blank_line_ends, on_token
+        self.ends = stops + (("\n\n",) if blank_line_ends else ())
+        self.ids: list[int] = []
+        self.ttft = 0.0
+        self.sent = 0  # characters of the answer already given to on_token
+        self.cancelled = False
+        self.steps = 0  # tokens handed back to be read (forward calls this sequence took part in)
+        self.text: str | None = None  # the answer as reported, once done
+        self._detok = Detokenizer(tok)
+
+    @property
+    def done(self) -> bool:
+        return self.text is not None
+
+    @property
+    def finish_reason(self) -> str:
+        return "cancelled" if self.cancelled else "length" if len(self.ids) >= self.max_new else "stop"
+
+    def _report(self, text: str) -> str:
+        return finish_text(text, self.stops) if self.blank_line_ends else _cut(text, self.stops)
+
+    def push(self, logits: torch.Tensor) -> int | None:
+        tok, i = self.tok, len(self.ids)
         token = int(torch.argmax(logits))
-        if token in tok.eos_ids and not tok.decode(ids).strip():
+        if token in tok.eos_ids and not tok.decode(self.ids).strip():
             token = _best_but_end(logits, tok.eos_ids)  # an answer is not empty while the model has a word
         if i == 0:
-            ttft = time.perf_counter() - t0
+            self.ttft = time.perf_counter() - self.t0
         if token in tok.eos_ids:
-            break
-        ids.append(token)
-        text = detok.push(token).lstrip()
-        done = any(stop in text for stop in ends)  # a blank line after some text ends it
-        if on_token is not None:
-            shown = report(text) if done else text
+            return self._finish()
+        self.ids.append(token)
+        text = self._detok.push(token).lstrip()
+        done = any(stop in text for stop in self.ends)  # a blank line after some text ends it
+        if self.on_token is not None:
+            shown = self._report(text) if done else text
             if not done:  # hold back what could still start a stop string, and trailing blanks
-                shown = shown[: len(shown) - _held_back(shown, ends)].rstrip()
-            if len(shown) > sent:
-                if on_token(shown[sent:]) is False:
-                    cancelled = True
-                    break
-                sent = len(shown)
-        if done:
-            break
-        if i + 1 < max_new:
-            logits = step(model, cache, token, seat)
-            seat += 1
-    final = report(tok.decode(ids))
-    if on_token is not None and not cancelled and len(final) > sent:
-        on_token(final[sent:])
-    return final, ids, ttft
+                shown = shown[: len(shown) - _held_back(shown, self.ends)].rstrip()
+            if len(shown) > self.sent:
+                if self.on_token(shown[self.sent:]) is False:
+                    self.cancelled = True
+                    return self._finish()
+                self.sent = len(shown)
+        if done or i + 1 >= self.max_new:
+            return self._finish()
+        at, self.seat = self.seat, self.seat + 1
+        self.steps += 1
+        return at
+
+    def _finish(self) -> None:
+        self.text = self._report(self.tok.decode(self.ids))
+        if self.on_token is not None and not self.cancelled and len(self.text) > self.sent:
+            self.on_token(self.text[self.sent:])
+        return None
 
 
 class Detokenizer:

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Generator, TypeVar
 
 import torch
 from tqdm import tqdm
@@ -29,11 +29,12 @@ from grm.exact.tier import HostTier
 from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig, reread
 from grm.grafts.floor import declarative, terms
 from grm.grafts.reread import Costs
-from grm.kv.forward import prefill
+from grm.kv.forward import Reads, prefill, watch
 from grm.kv.place import HostBuffers
 from grm.models import LoadedModel, load_model
 from grm.route import Channels
 from grm.runtime import answer as pipeline
+from grm.runtime import batch as batching
 from grm.runtime.answer import Context, Generation, Ready
 from grm.runtime.question import lead_for, question_text
 from grm.runtime.chat import ChatSession
@@ -51,12 +52,14 @@ from grm.store.tiering import UseLog
 
 log = logging.getLogger("grm")
 __all__ = ["Runtime", "question_text"]
+T = TypeVar("T")
 
 
 class Runtime:
     def __init__(self, config: RuntimeConfig, lm: LoadedModel, dialect: Dialect, selftest: SelfTestResult,
                  store: StoreBackend, owns_store: bool = True, uses: UseLog | None = None,
-                 tier: HostTier | None = None, buffers: HostBuffers | None = None) -> None:
+                 tier: HostTier | None = None, buffers: HostBuffers | None = None,
+                 reads: Reads | None = None) -> None:
         self.config, self.lm, self.dialect, self.selftest, self.store = config, lm, dialect, selftest, store
         self._owns_store = owns_store
         # mounts counted for the tiering policy (grm/store/tiering.py), one log per process's store
@@ -66,6 +69,8 @@ class Runtime:
             tier = HostTier(config.host_budget)
         self.tier = tier
         self.buffers = buffers if buffers is not None else HostBuffers()  # host memory loads reuse
+        # what the model reads, one count per loaded model, shared by every tenant's view
+        self.reads = reads if reads is not None else watch(lm.model)
         self.exact = ExactMemory(store, lm, dialect, config.tenant,
                                  ExactConfig(block_tokens=config.block_tokens, read_workers=config.threads),
                                  tier=tier, buffers=self.buffers)
@@ -81,7 +86,7 @@ class Runtime:
         self._costs: Costs | None = None  # mount vs re-read costs (measured on first use)
         self._leads = ModelLead(lm)  # answer leads the model writes (lead="model"; K/V built on first use)
         self.ctx = Context(lm, dialect, self.exact, self.sections, self.grafts, self.residency, config,
-                           self.policy_glue, self.mount_costs, self._leads.lead)
+                           self.policy_glue, self.mount_costs, self._leads.lead, self.reads)
 
     @classmethod
     def open(cls, config: RuntimeConfig | str | Path | None = None, **shortcuts: object) -> "Runtime":
@@ -123,7 +128,7 @@ class Runtime:
         Closing the view leaves the store open."""
         config = replace(self.config, tenant=tenant)
         return Runtime(config, self.lm, self.dialect, self.selftest, self.store, owns_store=False, uses=self.uses,
-                       tier=self.tier, buffers=self.buffers)
+                       tier=self.tier, buffers=self.buffers, reads=self.reads)
 
     def policy_glue(self) -> PolicyGlue:
         """The policy plane of this tenant: one per runtime, shared by `ask` and every chat."""
@@ -228,6 +233,19 @@ class Runtime:
         memory=False: read the prompt after computed sinks, loading and storing nothing (the
         side-by-side baseline); recall (exact mode): route memory for this text (the latest user
         message) and mount what is routed just before the prompt's line that holds it."""
+        steps = self.answering(question, mode, max_new_tokens, stop=stop, on_token=on_token,
+                               store_prompt=store_prompt, chat=chat, memory=memory, recall=recall)
+        return self.alone(steps)
+
+    def answering(self, question: str, mode: str = "auto", max_new_tokens: int | None = None, *,
+                  stop: tuple[str, ...] | list[str] = (), on_token: Callable[[str], bool | None] | None = None,
+                  store_prompt: bool = False, chat: bool = False, memory: bool = True,
+                  recall: str | None = None) -> Generator[pipeline.Decoding, None, Answer]:
+        """`ask` in two halves, for a caller that generates several answers together (the server's
+        batch, grm/runtime/batch.py): the generator plans, loads and reads the prompt, then yields
+        its `Decoding` (nothing yielded where nothing is generated: an abstention); the caller
+        generates it (`Decoding.alone`, or in a batch) and resumes the generator, which returns the
+        Answer. The arguments are `ask`'s; so is the answer, token for token, however generated."""
         t0 = time.perf_counter()
         if mode not in ASK_MODES:
             raise UserInputError(f"bad mode {mode!r}: one of {', '.join(ASK_MODES)}")
@@ -238,12 +256,31 @@ class Runtime:
         gen = Generation(max_new_tokens or self.config.max_new_tokens, tuple(stop), chat, on_token)
         with torch.no_grad():  # grad mode is per thread: a server's worker thread needs it too
             ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall, chat)
-            answer = pipeline.answer(self.ctx, ready, gen, t0)
+            dec = pipeline.begin(self.ctx, ready, gen, t0)
+        if isinstance(dec, pipeline.Decoding):
+            yield dec
+            answer = pipeline.conclude(dec)
+        else:
+            answer = dec
         if ready.routed:
             self.residency.end_turn()
         if memory:
             self.uses.note_answer(self.config.tenant, answer, self.store.last_lsn)
         return answer
+
+    def alone(self, steps: Generator[pipeline.Decoding, None, T]) -> T:
+        """An `answering` generator driven to its end, generated one forward call a token."""
+        return batching.alone(steps, self.lm.model, self.reads)
+
+    @staticmethod
+    def resume(steps: Generator[pipeline.Decoding, None, T]) -> T:
+        """The result of an `answering` generator whose Decoding was generated (in a batch)."""
+        return batching.resume(steps)
+
+    def batch(self) -> batching.Batch | None:
+        """A batch to generate several `answering` requests together (grm/runtime/batch.py), or
+        None where this model cannot be batched (a sliding window)."""
+        return batching.Batch(self.lm.model, self.reads) if batching.batchable(self.dialect) else None
 
     def _plan(self, text: str, mode: str, max_new: int, store_prompt: bool, memory: bool,
               recall: str | None = None, chat: bool = False) -> Ready:

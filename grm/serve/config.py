@@ -38,6 +38,7 @@ class ServeConfig:
     trace_len: int = 100  # requests kept per tenant for the inspector's trace
     drain_s: float = 30.0  # on SIGTERM, how long in-flight requests may take to finish
     store_budget: int | None = None  # bytes the store is kept under (grm/store/tiering.py); None: the stored one
+    batch: int = 8  # answers generated together, one forward call a token for all (1: one at a time)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -52,6 +53,8 @@ class ServeConfig:
             raise UserInputError("--timeout must be > 0 seconds")
         if self.max_body_bytes < 1024 or self.max_tokens < 1 or self.trace_len < 1 or self.drain_s < 0:
             raise UserInputError("body limit must be >= 1024 bytes, max tokens and trace length >= 1, drain >= 0")
+        if self.batch < 1:
+            raise UserInputError("--batch must be at least 1")
         if self.store_budget is not None and self.store_budget < 1:
             raise UserInputError("--store-budget must be at least 1 byte")
         if self.no_auth and self.keys is not None:

@@ -1,7 +1,8 @@
-"""The engine: the server's one model worker. It and grm/serve/tenant.py (one tenant's memory,
-which runs on this worker) are the only modules of grm/serve that hold the Runtime and its store;
-the others take only checks and names from grm/runtime, and the memory REST's commands
-(grm/runtime/commands.py) run inside jobs on this worker.
+"""The engine: the server's one model worker (which generates concurrent answers in one batch).
+It and grm/serve/tenant.py (one tenant's memory, which runs on this worker) are the only modules
+of grm/serve that hold the Runtime and its store; the others take only checks and names from
+grm/runtime, and the memory REST's commands (grm/runtime/commands.py) run inside jobs on this
+worker.
 
 Lifecycle (who calls what, when):
 1. `Engine.open(runtime_config, serve_config)` loads the model and opens the store (one Runtime);
@@ -10,12 +11,21 @@ Lifecycle (who calls what, when):
    `complete(...)`, `ask(...)`, `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
    Retry-After for a key with `queue` jobs waiting, or over its byte quota (`tenant_bytes`) for a
    write; 503 when the server holds `queue_total`, or while draining. `await job.wait(timeout)`
-   gets the result. Exactly one job runs at a time, on the worker thread, in the fair order of
+   gets the result. Every job runs on the one worker thread, in the fair order of
    grm/serve/scheduler.py (chats before document ingest, tenants in turn); a document ingest runs
    one slice (`slice_s`) at a time (grm/serve/slices.py), so the model and the store are never
    used by two threads at once and a chat waits for at most one slice. `job.cancel()` (client
    gone, timeout) drops a queued job and stops a running generation at its next token
    (`on_token` returns False); `cancel_job` stops an ingest after its current block.
+   Generations are batched (ServeConfig.batch > 1, a model without a sliding window): a chat or
+   completion is a job of steps (`_generation`, over `Runtime.answering`); the worker reads its
+   prompt alone (memory loaded and stored as without a batch), then it joins the batch
+   (grm/runtime/batch.py) and decodes with up to `batch` others, one forward call a token; between
+   two tokens the worker takes more jobs (`Scheduler.take_more`: new generations join, another
+   job runs while the batch waits), and a generation that ends (end of turn, stop string, limit,
+   cancel) leaves and is finished (evidence stored, metrics, trace). `--batch 1`: one job runs at
+   a time, its answer generated alone. What the model read for each request (ReadTally over
+   grm/kv/forward.py Reads) is in its `grm.model_reads` and in /metrics.
 3. `run(tenant, fn)` calls `fn(TenantMemory)`: the policy plane, documents and store figures of
    that tenant only (a view of the one runtime: `Runtime.for_tenant`).
 4. `close()` (SIGTERM, after uvicorn stopped taking requests and finished in-flight ones) refuses
@@ -31,6 +41,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -79,6 +90,9 @@ class Job:
     kind: str = "interactive"  # interactive | bulk (grm/serve/scheduler.py)
     writes: bool = False  # stores memory: refused while the tenant is over its byte quota
     sliced: Sliced | None = None  # a long job, run a slice at a time (then `fn` is unused)
+    # a generation: its `answering` steps (read alone, generated in the batch, finished); `fn`
+    # runs the same steps one forward call a token (a server without a batch)
+    steps: Callable[[], Generator] | None = None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.perf_counter)
@@ -96,6 +110,48 @@ class Job:
         except asyncio.TimeoutError:
             self.cancel()
             raise ApiError(504, f"request not answered within {timeout:g} s", "timeout_error", "request_timeout")
+
+
+JOINED = object()  # a job that is not done yet: generating in the batch, or a sliced job paused
+
+
+def _raise(e: BaseException) -> Any:
+    raise e
+
+
+class ReadTally:
+    """What one request made the model read (grm/kv/forward.py Reads): counted over the stretches
+    the worker runs it (its prompt read, its answer finished), not while it waits in the batch
+    (other requests' reads). Decode steps are counted by its Sequence."""
+
+    def __init__(self, reads: Any) -> None:
+        self.reads, self.tokens, self.calls = reads, 0, 0
+        self._mark: tuple[int, int] | None = reads.snapshot()
+
+    def pause(self) -> None:
+        if self._mark is not None:
+            tokens, calls = self.reads.snapshot()
+            self.tokens += tokens - self._mark[0]
+            self.calls += calls - self._mark[1]
+            self._mark = None
+
+    def resume(self) -> None:
+        self._mark = self.reads.snapshot()
+
+
+def _noting(steps: Generator, note: Callable[[Any], None]) -> Generator:
+    """`steps` (an `answering` generator), its Decoding given to `note` as it is yielded."""
+    try:
+        dec = next(steps)
+    except StopIteration as done:
+        return done.value
+    note(dec)
+    yield dec
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("an answering generator yielded twice")
 
 
 class Engine:
@@ -175,46 +231,101 @@ class Engine:
         import torch
 
         torch.set_grad_enabled(False)  # grad mode is per thread; the loader turned it off only in its own
-        while (job := self._scheduler.take()) is not None:
-            t0 = time.perf_counter()
-            if job.started_at is None:
-                if job.cancelled.is_set() and job.sliced is None:
-                    job.future.set_exception(ApiError(499, "request cancelled before it ran", "cancelled", "cancelled"))
-                    continue
-                job.started_at = t0
-                if self.metrics is not None:
-                    self.metrics.queue_wait(job.tenant, t0 - job.queued_at)
-            try:
-                if job.sliced is None:
-                    if job.writes:
-                        self._check_quota(job.tenant)
-                    result = job.fn()
-                elif not job.sliced.step():  # one slice ran; the others waiting go first
-                    self._scheduler.put_back(job)
-                    continue
-                else:
-                    result = job.sliced.result()
-            except BaseException as e:  # handed to the waiting request; the worker goes on
-                if isinstance(e, GrmError):
-                    e = from_grm(e, self.hidden)  # what a client may read of it
-                elif not isinstance(e, (ApiError, Stopped)):
-                    log.exception("%s request of tenant %s failed", job.label, job.tenant)
-                job.future.set_exception(e)
+        batch = self.rt.batch() if self.config.batch > 1 else None
+        if self.config.batch > 1 and batch is None:
+            log.warning("this model cannot be batched (a sliding window): answers are generated one at a time")
+        while True:
+            if batch is not None and len(batch):  # between two decoding steps: who joins (or runs)
+                jobs = self._scheduler.take_more(self.config.batch - len(batch))
+            elif (job := self._scheduler.take()) is not None:
+                jobs = [job]
             else:
+                return
+            for job in jobs:
+                self._start(job, batch)
+            if batch is not None and len(batch):
+                self._step(batch)
+
+    def _start(self, job: Job, batch: Any) -> None:
+        """Run `job` (a slice of a sliced one); a generation with a batch is read and joins it."""
+        t0 = time.perf_counter()
+        if job.started_at is None:
+            if job.cancelled.is_set() and job.sliced is None:
+                job.future.set_exception(ApiError(499, "request cancelled before it ran", "cancelled", "cancelled"))
+                return
+            job.started_at = t0
+            if self.metrics is not None:
+                self.metrics.queue_wait(job.tenant, t0 - job.queued_at)
+
+        def run() -> Any:
+            if job.sliced is None:
+                if job.writes:
+                    self._check_quota(job.tenant)
+                if batch is None or job.steps is None:
+                    return job.fn()
+                steps = job.steps()
+                try:
+                    dec = next(steps)
+                except StopIteration as done:  # nothing to generate
+                    return done.value
+                if batch.join((job, steps), dec):
+                    return JOINED
+                return self.rt.resume(steps)  # its first token ended it
+            if not job.sliced.step():  # one slice ran; the others waiting go first
+                self._scheduler.put_back(job)
+                return JOINED
+            return job.sliced.result()
+
+        self._settle(job, run, t0)
+
+    def _step(self, batch: Any) -> None:
+        """One decoding step of the batch; the requests it ended are finished and answered."""
+        t0 = time.perf_counter()
+        rows = len(batch)
+        if self.metrics is not None:
+            self.metrics.decode_step(rows)
+        try:
+            ended = batch.step()
+        except BaseException as e:  # the step's requests fail together; the worker goes on
+            log.exception("a decoding step of %d requests failed", rows)
+            for job, steps in batch.clear():
+                steps.close()
+                self._settle(job, lambda e=e: _raise(e), job.started_at or t0)
+            return
+        for job, steps in ended:
+            self._settle(job, lambda steps=steps: self.rt.resume(steps), job.started_at or t0, share=rows)
+
+    def _settle(self, job: Job, run: Callable[[], Any], t0: float, share: int = 1) -> None:
+        """Hand `run()`'s result or error to the request waiting on `job` (JOINED: not yet: it is
+        in the batch, or a sliced job paused); tell the scheduler how long it took (a batched
+        request: its time over the `share` requests it ran beside)."""
+        pending = False
+        try:
+            result = run()
+            pending = result is JOINED
+        except BaseException as e:  # handed to the waiting request; the worker goes on
+            if isinstance(e, GrmError):
+                e = from_grm(e, self.hidden)  # what a client may read of it
+            elif not isinstance(e, (ApiError, Stopped)):
+                log.exception("%s request of tenant %s failed", job.label, job.tenant)
+            job.future.set_exception(e)
+        else:
+            if not pending:
                 job.future.set_result(result)
-            finally:
-                self._scheduler.done(job, time.perf_counter() - t0)
-                if job.writes and self.config.tenant_bytes is not None and job.future.done():
-                    self._usage[job.tenant] = self.memory(job.tenant).stored_bytes()
+        finally:
+            if not pending or job.sliced is not None:
+                self._scheduler.done(job, (time.perf_counter() - t0) / share)
+            if job.writes and self.config.tenant_bytes is not None and job.future.done():
+                self._usage[job.tenant] = self.memory(job.tenant).stored_bytes()
 
     def submit(self, tenant: str, label: str, fn: Callable[[], Any], *, kind: str = "interactive",
-               writes: bool = False, sliced: Sliced | None = None) -> Job:
+               writes: bool = False, sliced: Sliced | None = None, steps: Callable[[], Generator] | None = None) -> Job:
         """Queue `fn` (or the sliced job) for the worker: ApiError 503 while draining; 429 + Retry-After
         when this tenant has too many jobs waiting (or, for a write, is over its byte quota), never
         for another tenant's; 503 + Retry-After when the whole server is full (grm/serve/scheduler.py)."""
         if self._draining:
             raise ApiError(503, "the server is shutting down", "server_error", "shutting_down")
-        job = Job(tenant, label, fn, kind, writes, sliced)
+        job = Job(tenant, label, fn, kind, writes, sliced, steps)
         try:
             if writes and self._over_quota(tenant):
                 raise self._quota_error(tenant)
@@ -289,16 +400,20 @@ class Engine:
         """Queue one generation; `on_delta(text)` is called on the worker thread per new piece."""
         holder: dict[str, Job] = {}
 
-        def fn() -> GenResult:
-            return self._generate(tenant, req, holder["job"], on_delta)
+        def steps() -> Generator:
+            return self._generation(tenant, req, holder["job"], on_delta)
 
-        job = self.submit(tenant, req.endpoint, fn, writes=req.memory)
+        job = self.submit(tenant, req.endpoint, lambda: self.rt.alone(steps()), writes=req.memory, steps=steps)
         holder["job"] = job
         return job
 
-    def _generate(self, tenant: str, req: GenRequest, job: Job, on_delta: Callable[[str], None] | None) -> GenResult:
+    def _generation(self, tenant: str, req: GenRequest, job: Job,
+                    on_delta: Callable[[str], None] | None) -> Generator[Any, None, GenResult]:
+        """One generation as steps (grm/runtime/batch.py): the prompt read, then its Decoding
+        yielded to be generated (alone or in the batch), then the answer finished and recorded."""
         rt = self.view(tenant)
         mem = self.memory(tenant)
+        tally = ReadTally(self.rt.reads)
         rid = "req-" + secrets.token_hex(6)
         self.check_fits(req.prompt, req.max_tokens)
         command = None
@@ -310,12 +425,23 @@ class Engine:
                     on_delta(text)
                 self._record(tenant, req, rid, None, "stop")
                 return GenResult(text, "stop", 0, 0, 0, {"command": command, "tokens_from_memory": 0}, command)
+
         def on_token(delta: str) -> bool:
             if on_delta is not None and delta:
                 on_delta(delta)
             return not job.cancelled.is_set()
 
-        ans = self._ask(rt, req, on_token)
+        steps = self._ask(rt, req, on_token)
+        try:
+            dec = next(steps)
+        except StopIteration as done:  # nothing to generate (an abstention)
+            ans, decode_steps = done.value, 0
+        else:
+            tally.pause()
+            yield dec  # generated while other requests are served: what the model reads then is theirs
+            tally.resume()
+            decode_steps = dec.seq.steps
+            ans = self.rt.resume(steps)
         n_out = getattr(ans, "completion_tokens", None)
         if n_out is None:  # Answer does not count generated tokens (yet): the answer's reading
             n_out = min(req.max_tokens, len(self.rt.lm.tokenizer.encode(ans.answer))) if ans.answer else 0
@@ -326,16 +452,19 @@ class Engine:
             # the exchange is evidence: a graft of its own (routed for later requests) and the
             # facts the user stated
             rt.remember_exchange(req.user_text, ans.answer, rid)
+        tally.pause()
+        reads = {"tokens": tally.tokens, "calls": tally.calls, "decode_steps": decode_steps}
         ext = {"mode": ans.mode, "tokens_from_memory": ans.tokens_from_memory,
                "tokens_computed": ans.tokens_computed, "mounted": list(ans.mounted), "lossy": bool(ans.lossy),
                "abstained": bool(getattr(ans, "abstained", False)), "fallback": getattr(ans, "fallback", None),
                "memory": req.memory, "ttft_s": round(ans.ttft_s, 4), "total_s": round(ans.total_s, 4),
-               "request": rid}
+               "request": rid, "model_reads": reads}
         if command is not None:
             ext["command"] = command
-        self._record(tenant, req, rid, ans, finish, n_out)
+        self._record(tenant, req, rid, ans, finish, n_out, reads)
         if self.metrics is not None:
             self.metrics.observe_answer(tenant, req.endpoint, ans, req.memory)
+            self.metrics.observe_reads(tenant, **reads)
         if req.memory:  # the runtime counted its mounts (Runtime.uses, shared by every tenant's view)
             self.after_write(tenant)
         return GenResult(ans.answer, finish, ans.prompt_tokens, n_out, ans.tokens_from_memory, ext, command)
@@ -347,21 +476,26 @@ class Engine:
         req = GenRequest(question, max_new_tokens or self.rt.config.max_new_tokens, endpoint="ask", mode=mode)
 
         def fn() -> dict:
-            ans = self.view(tenant).ask(question, mode=mode, max_new_tokens=max_new_tokens,
-                                        on_token=lambda _d: not holder["job"].cancelled.is_set())
+            tally, seqs = ReadTally(self.rt.reads), []
+            steps = self.view(tenant).answering(question, mode=mode, max_new_tokens=max_new_tokens,
+                                                on_token=lambda _d: not holder["job"].cancelled.is_set())
+            ans = self.rt.alone(_noting(steps, seqs.append))
+            tally.pause()
+            reads = {"tokens": tally.tokens, "calls": tally.calls, "decode_steps": sum(d.seq.steps for d in seqs)}
             rid = "req-" + secrets.token_hex(6)
             n_out = getattr(ans, "completion_tokens", 0)
             self._record(tenant, req, rid, ans, "cancelled" if holder["job"].cancelled.is_set() else ans.finish_reason,
-                         n_out)
+                         n_out, reads)
             if self.metrics is not None:
                 self.metrics.observe_answer(tenant, "ask", ans, True)
+                self.metrics.observe_reads(tenant, **reads)
             self.after_write(tenant)  # the runtime counted its mounts (the tiering policy's heat)
             return ans.to_json()
 
         holder["job"] = job = self.submit(tenant, "ask", fn)
         return job
 
-    def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Any:
+    def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Generator:
         """The runtime call. Exact mode (every chat, and completions by default): the prompt as given
         after the sinks, the stored blocks it starts with loaded, its new blocks stored after
         answering (a conversation's history hits on its next request), ended only by end-of-turn,
@@ -370,13 +504,16 @@ class Engine:
         question over memory, as `grm ask --mode` does."""
         exact = req.mode == "exact"
         recall = req.user_text if exact and req.memory and req.user_text else None
-        return rt.ask(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens, stop=req.stops, on_token=on_token,
-                      store_prompt=req.memory and exact, chat=exact, memory=req.memory, recall=recall)
+        return rt.answering(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens, stop=req.stops,
+                            on_token=on_token, store_prompt=req.memory and exact, chat=exact, memory=req.memory,
+                            recall=recall)
 
-    def _record(self, tenant: str, req: GenRequest, rid: str, ans: Any, finish: str, n_out: int = 0) -> None:
+    def _record(self, tenant: str, req: GenRequest, rid: str, ans: Any, finish: str, n_out: int = 0,
+                reads: dict | None = None) -> None:
         """The inspector's request trace: what was loaded or mounted for each request, and why."""
         entry = {"id": rid, "at": time.time(), "endpoint": req.endpoint, "memory": req.memory, "finish": finish,
-                 "completion_tokens": n_out, "user": (req.user_text or req.prompt)[-200:]}
+                 "completion_tokens": n_out, "user": (req.user_text or req.prompt)[-200:],
+                 "model_reads": reads or {"tokens": 0, "calls": 0, "decode_steps": 0}}
         if ans is None:
             entry.update(mode="command", prompt_tokens=0, tokens_from_memory=0, mounted=[], ttft_s=0.0,
                          total_s=0.0, fallback=None, lossy=False)

@@ -8,6 +8,16 @@ Names follow vLLM's prefix-cache counters, counted in tokens:
     grm:time_to_first_token_seconds{tenant,memory}   histogram
     grm:request_duration_seconds{tenant,memory}      histogram
     grm:queue_wait_seconds{tenant}                   histogram
+    grm:model_tokens_read_total{tenant}      tokens the model read for generation requests besides
+                                             decoding: the prompt's text after memory, stored
+                                             blocks re-read, a chat's history and latest message
+                                             stored as read without memory (store_tail), the
+                                             exchange read as evidence, a model-written lead
+    grm:model_forward_calls_total{tenant}    the forward calls that read them
+    grm:model_decode_steps_total{tenant}     decoding forward calls each request took part in (a
+                                             batched step counts once for each request in it)
+    grm:model_tokens_read_per_request{tenant}        histogram of the first, per request
+    grm:model_forward_calls_per_request{tenant}      histogram: forward calls + decode steps
     grm:page_ins_total{tenant,plane} / grm:page_outs_total{tenant}   graft K/V paging
     grm:store_bytes{tenant,tier}             payload bytes by tier (exact | archived)
     grm:host_tier_hits_total{tenant} / grm:host_tier_misses_total{tenant}   exact blocks mounted
@@ -16,6 +26,8 @@ Names follow vLLM's prefix-cache counters, counted in tokens:
     grm:host_tier_bytes_served_total{tenant} bytes mounted from there (no store read, no SHA-256)
     grm:host_tier_evictions_total{tenant}    blocks let go to keep the budget (--host-budget)
     grm:queue_depth                          requests waiting for the model worker (no tenant)
+    grm:decode_batch_rows                    histogram: requests in each batched decoding step (no
+                                             tenant: a step serves several)
 A client sees only the samples labelled with its own tenant (and the unlabelled queue depth).
 """
 
@@ -28,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+COUNT_BUCKETS = (0, 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)  # tokens or calls per request
 ARCHIVED_KINDS = ("archive", "codebook")
 # the host tier's figures per tenant (grm/exact/tier.py HostTier.stats): name -> (type, help)
 HOST_TIER = {"hits": ("counter", "Exact blocks mounted from the host tier (RAM)"),
@@ -55,6 +68,20 @@ class Metrics:
         self.wait = Histogram("grm:queue_wait_seconds", "Time a request waited for the model worker", ["tenant"],
                               buckets=BUCKETS, registry=r)
         self.depth = Gauge("grm:queue_depth", "Requests waiting for the model worker", registry=r)
+        self.tokens_read = Counter("grm:model_tokens_read", "Tokens the model read for requests, decoding aside",
+                                   ["tenant"], registry=r)
+        self.forward_calls = Counter("grm:model_forward_calls", "Forward calls that read them", ["tenant"],
+                                     registry=r)
+        self.decode_steps = Counter("grm:model_decode_steps", "Decoding forward calls each request took part in",
+                                    ["tenant"], registry=r)
+        self.tokens_read_each = Histogram("grm:model_tokens_read_per_request",
+                                          "Tokens the model read per request, decoding aside", ["tenant"],
+                                          buckets=COUNT_BUCKETS, registry=r)
+        self.calls_each = Histogram("grm:model_forward_calls_per_request",
+                                    "Forward calls per request, decode steps included", ["tenant"],
+                                    buckets=COUNT_BUCKETS, registry=r)
+        self.batch_rows = Histogram("grm:decode_batch_rows", "Requests in each batched decoding step",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
         self._engine: Any = None
         self._tokens: dict[str, list[float]] = {}  # tenant -> [hit tokens, query tokens], for the inspector
         r.register(_StoreCollector(self))
@@ -73,6 +100,17 @@ class Metrics:
         self.requests.labels(tenant, endpoint, m).inc()
         self.ttft.labels(tenant, m).observe(ans.ttft_s)
         self.duration.labels(tenant, m).observe(ans.total_s)
+
+    def observe_reads(self, tenant: str, tokens: int, calls: int, decode_steps: int) -> None:
+        """What one request made the model read (grm/serve/engine.py ReadTally)."""
+        self.tokens_read.labels(tenant).inc(tokens)
+        self.forward_calls.labels(tenant).inc(calls)
+        self.decode_steps.labels(tenant).inc(decode_steps)
+        self.tokens_read_each.labels(tenant).observe(tokens)
+        self.calls_each.labels(tenant).observe(calls + decode_steps)
+
+    def decode_step(self, rows: int) -> None:
+        self.batch_rows.observe(rows)
 
     def queue_wait(self, tenant: str, seconds: float) -> None:
         self.wait.labels(tenant).observe(seconds)

@@ -1,4 +1,4 @@
-"""The fair scheduler: which job the server's one model worker runs next, and who may queue more.
+"""The fair scheduler: which jobs the server's one model worker runs next, and who may queue more.
 
 Lifecycle (who calls what, when):
 1. Request handlers (asyncio thread) `put(job)`: admitted, or ApiError 429 + Retry-After for that
@@ -7,7 +7,9 @@ Lifecycle (who calls what, when):
 2. The worker thread `take()`s the next job (blocking), runs it - a long job only one scheduling
    slice of it (grm/serve/slices.py) - then `done(job, seconds)`; a long job that paused is
    `put_back(job)` behind the waiting work of its class (never refused: it was admitted, and it
-   counts as waiting while it is paused).
+   counts as waiting while it is paused). While it generates a batch of answers
+   (grm/runtime/batch.py), the worker `take_more(n)`s between decoding steps: up to n jobs
+   waiting now, never blocking, so new requests join the batch as others leave it.
 3. `close()` after the last put: `take()` hands out what is still waiting, then None.
 
 Who goes next (tests/serve/test_fairness.py tries each rule):
@@ -19,8 +21,11 @@ Who goes next (tests/serve/test_fairness.py tries each rule):
    requests delays another tenant's request by at most one job of that burst.
 3. Bulk work is never starved: after `burst` interactive jobs in a row while a bulk job waits,
    one bulk slice runs.
-Batching (to come): `take()` hands out one job; a batching worker would take the next several
-interactive jobs by the same order (`take(n)`), so rules 1-3 hold for batches as they do here.
+Batching: `take_more(n)` hands out jobs by the same order, one by one, so rules 1 and 2 hold for
+a batch as for single jobs (a tenant's burst fills a batch only where no other tenant waits). The
+batch is interactive work under way: while it runs, a bulk job is taken only by rule 3 (after
+`burst` interactive jobs in a row), never just because no interactive job waits, so a bulk slice
+pauses a batch no more often than it pauses a run of single chats.
 """
 
 from __future__ import annotations
@@ -96,11 +101,25 @@ class Scheduler:
                     return None
                 self._cv.wait()
 
-    def _next(self) -> Any:
+    def take_more(self, n: int) -> list[Any]:
+        """While the worker generates a batch: up to `n` jobs waiting now, by the rules above (a
+        bulk job only by rule 3, and then alone: its slice pauses the batch); never blocks."""
+        with self._cv:
+            out: list[Any] = []
+            while len(out) < n and (job := self._next(busy=True)) is not None:
+                self._served[job.tenant] = time.monotonic()
+                out.append(job)
+                if job.kind == "bulk":
+                    break
+            return out
+
+    def _next(self, busy: bool = False) -> Any:
         bulk_waits = any(self._queues["bulk"].values())
-        order = ("interactive", "bulk")
+        order: tuple[str, ...] = ("interactive", "bulk")
         if bulk_waits and self._in_a_row >= self.limits.burst:
             order = ("bulk", "interactive")
+        elif busy:
+            order = ("interactive",)
         for kind in order:
             queues = self._queues[kind]
             tenants = [t for t, q in queues.items() if q]

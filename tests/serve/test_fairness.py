@@ -6,6 +6,8 @@ The scheduler (no model):
 2. Bulk work is not starved: after `burst` interactive jobs in a row, one bulk slice.
 3. A tenant with `per_tenant` jobs waiting gets 429 + Retry-After; another tenant does not. A full
    server is 503.
+3b. A batch (take_more between decoding steps) is filled by rules 1-2; a bulk job waits for rule 2's
+   burst, not merely for no chat to wait.
 Slices (no model):
 4. A sliced job hands the worker back after each slice and keeps its state; a stop or a deadline
    ends it at its next pause with `Stopped`.
@@ -68,6 +70,24 @@ def test_bulk_work_gets_a_slice_after_a_burst_of_chats():
     for i in range(5):
         s.put(J("bob", name=f"b{i}"))
     assert _names(s, 5) == ["b0", "b1", "b2", "ingest", "b3"]
+
+
+def test_a_batch_is_filled_by_the_same_rules_and_bulk_waits_for_its_burst():
+    """take_more (between a batch's decoding steps): tenants in turn, never blocking; a waiting
+    bulk job is not taken just because no chat waits (the batch is interactive work under way),
+    only after `burst` chats in a row, and alone."""
+    s = Scheduler(Limits(burst=3))
+    assert s.take_more(4) == []  # nothing waits: no block
+    s.put(J("alice", "bulk", "ingest"))
+    for i in range(3):
+        s.put(J("alice", name=f"a{i}"))
+    s.put(J("bob", name="b0"))
+    assert [j.name for j in s.take_more(2)] == ["a0", "b0"]
+    assert [j.name for j in s.take_more(4)] == ["a1", "ingest"]  # the third chat in a row, then the slice
+    assert [j.name for j in s.take_more(4)] == ["a2"]
+    s.put(J("bob", "bulk", "tier"))
+    assert s.take_more(4) == []  # the batch goes on; the slice waits for a burst or an idle worker
+    assert s.take().name == "tier"
 
 
 def test_a_full_tenant_gets_429_another_does_not_and_a_full_server_503():

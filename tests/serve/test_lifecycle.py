@@ -5,7 +5,8 @@
 3. SIGTERM while a request is in flight: that request is answered in full (200), the process
    exits 0, and what it acknowledged is in the store: after a restart the same prompt loads
    from memory.
-4. /metrics counts prompt tokens and hits in tokens, per tenant.
+4. /metrics counts prompt tokens and hits in tokens, per tenant; and what the model read per
+   request (tokens and forward calls, decoding apart): a chat served again from memory reads fewer.
 """
 
 from __future__ import annotations
@@ -131,6 +132,30 @@ def test_metrics_count_queries_and_hits_in_tokens(fresh_server):
     assert _sample(text, 'grm:store_bytes{tenant="alice",tier="exact"}') > 0
     assert _sample(text, 'grm:page_ins_total{plane="device",tenant="alice"}') >= 0
     assert _sample(text, "grm:queue_depth") == 0
+
+
+def test_metrics_count_the_model_reads_of_each_request(fresh_server):
+    """1. A chat completion reports what the model read for it (`grm.model_reads`): at least the
+    prompt tokens it computed, in one forward call or more, and a decode step per generated token
+    after the first at most. 2. The same chat again is served from memory: it reads fewer tokens.
+    3. /metrics sums the requests' reads per tenant, and counts one histogram sample a request."""
+    srv = fresh_server()
+    h = srv.headers("alice")
+    body = {"model": MODEL, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "Count the model reads of this message, please. " * 4}]}
+    first, second = (httpx.post(srv.url + "/v1/chat/completions", json=body, headers=h).json() for _ in range(2))
+    r1, r2 = first["grm"]["model_reads"], second["grm"]["model_reads"]
+    assert first["grm"]["tokens_computed"] > 0
+    assert r1["tokens"] >= first["grm"]["tokens_computed"] and r1["calls"] >= 1
+    assert r1["decode_steps"] <= first["usage"]["completion_tokens"]
+    assert second["grm"]["tokens_from_memory"] > first["grm"]["tokens_from_memory"]
+    assert r2["tokens"] < r1["tokens"]
+    text = httpx.get(srv.url + "/metrics", headers=h).text
+    assert _sample(text, 'grm:model_tokens_read_total{tenant="alice"}') == r1["tokens"] + r2["tokens"]
+    assert _sample(text, 'grm:model_forward_calls_total{tenant="alice"}') == r1["calls"] + r2["calls"]
+    assert _sample(text, 'grm:model_decode_steps_total{tenant="alice"}') == r1["decode_steps"] + r2["decode_steps"]
+    assert _sample(text, 'grm:model_tokens_read_per_request_count{tenant="alice"}') == 2
+    assert _sample(text, 'grm:model_tokens_read_per_request_sum{tenant="alice"}') == r1["tokens"] + r2["tokens"]
 
 
 def test_a_repeated_context_is_served_from_the_host_tier(fresh_server):

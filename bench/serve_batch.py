@@ -1,0 +1,239 @@
+"""`grm serve` under concurrent chat clients: one answer at a time (--batch 1) vs a batch (--batch 8).
+
+For each torch thread count (1 and 2), two real `grm serve` processes run side by side on
+127.0.0.1, each with its own store: `--batch 1` (the one-at-a-time worker) and `--batch 8`
+(continuous batching: each request read alone, then decoded with the others, one forward call a
+token). For 1, 4 and 8 concurrent clients, alternating between the two servers, each client sends
+K chat completions (memory on, as a chat client would: each request's prompt stored, its
+exchange kept as evidence), each asking for up to M new tokens, every prompt its own question (so
+no request is served whole from another's memory). Reported per row: generated tokens/s and
+requests/s over the row's wall time, request latency p50 / p95 (client side, queueing included),
+time per request (wall / requests: what one request costs the server), mean requests per decoding
+step (grm:decode_batch_rows) and the model's reads per request from /metrics
+(grm:model_tokens_read_total and grm:model_forward_calls_total / grm:model_decode_steps_total
+over the row's requests). Bounded: K * clients requests per row, each with a timeout.
+
+`python bench/serve_batch.py [--model M] [--requests K] [--new-tokens M] [--clients 1,4,8]
+[--threads-list 1,2] [--name serve-batch] [--sequential]`; `--quick` runs the tiny model.
+`--step-costs [--models A,B]`: decoding steps timed in process, batched vs alone (no server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import run_cli, write_results  # noqa: E402
+from serve import Server, pct  # noqa: E402
+
+TOPICS = ("rivers", "harbors", "trains", "winter", "orchards", "bridges", "lighthouses", "markets", "forests",
+          "deserts", "islands", "mountains", "libraries", "bakeries", "gardens", "canals")
+BATCHES = (1, 8)
+
+
+def metrics(srv: Server, tenant: str) -> dict[str, float]:
+    """The tenant's model-read counters and the batch histogram, as /metrics shows them now."""
+    import httpx2 as httpx
+
+    text = httpx.get(srv.url + "/metrics", headers={"Authorization": f"Bearer {srv.keys[tenant]}"}).text
+    names = {f'grm:model_tokens_read_total{{tenant="{tenant}"}}': "tokens_read",
+             f'grm:model_forward_calls_total{{tenant="{tenant}"}}': "forward_calls",
+             f'grm:model_decode_steps_total{{tenant="{tenant}"}}': "decode_steps",
+             f'grm:model_tokens_read_per_request_count{{tenant="{tenant}"}}': "requests",
+             "grm:decode_batch_rows_count": "batch_steps", "grm:decode_batch_rows_sum": "batch_rows"}
+    out = dict.fromkeys(names.values(), 0.0)
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name in names:
+            out[names[name]] = float(value)
+    return out
+
+
+def row(srv: Server, tenant: str, model: str, clients: int, per_client: int, new_tokens: int, tag: int) -> dict:
+    """`clients` clients at once, `per_client` chat completions each; the row's figures."""
+    import httpx2 as httpx
+
+    before = metrics(srv, tenant)
+    results: list[dict] = []
+    lock = threading.Lock()
+
+    def client(c: int) -> None:
+        with httpx.Client(headers={"Authorization": f"Bearer {srv.keys[tenant]}"}, timeout=1800) as http:
+            for k in range(per_client):
+                topic = TOPICS[(tag + c * per_client + k) % len(TOPICS)]
+                body = {"model": model, "max_tokens": new_tokens, "temperature": 0, "messages": [
+                    {"role": "user", "content": f"Request {tag}-{c}-{k}: write a few sentences about {topic}."}]}
+                t0 = time.perf_counter()
+                r = http.post(srv.url + "/v1/chat/completions", json=body)
+                took = time.perf_counter() - t0
+                res = {"latency_s": took}
+                if r.status_code == 200:
+                    res["completion_tokens"] = r.json()["usage"]["completion_tokens"]
+                else:
+                    res["error"] = f"HTTP {r.status_code}: {r.text[:200]}"
+                with lock:
+                    results.append(res)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    after = metrics(srv, tenant)
+    d = {k: after[k] - before[k] for k in after}
+    ok = [r for r in results if "error" not in r]
+    n = max(1.0, d["requests"])
+    lat = [r["latency_s"] for r in ok]
+    generated = sum(r["completion_tokens"] for r in ok)
+    return {"clients": clients, "requests": len(results), "errors": len(results) - len(ok),
+            "error_samples": [r["error"] for r in results if "error" in r][:3], "wall_s": wall,
+            "generated_tokens": generated, "tokens_per_s": generated / wall, "requests_per_s": len(ok) / wall,
+            "latency_p50_s": pct(lat, 0.5), "latency_p95_s": pct(lat, 0.95),
+            "time_per_request_s": wall / max(1, len(ok)),
+            "rows_per_step": d["batch_rows"] / d["batch_steps"] if d["batch_steps"] else 1.0,
+            "model_tokens_read_per_request": d["tokens_read"] / n,
+            "forward_calls_per_request": d["forward_calls"] / n, "decode_steps_per_request": d["decode_steps"] / n}
+
+
+def main(args: argparse.Namespace) -> int:
+    quick = args.quick
+    model = "tiny-random-llama" if quick else (args.model or "smollm2-135m")
+    clients_list = [int(c) for c in args.clients.split(",")]
+    threads_list = [int(t) for t in args.threads_list.split(",")]
+    per_client = {c: max(1, args.requests // c) if args.requests_total else args.requests for c in clients_list}
+    rows: list[dict] = []
+    work = Path(tempfile.mkdtemp(prefix="grm-bench-serve-batch-"))
+    for threads in threads_list:
+        # side by side: both servers up, the rows alternating between them; --sequential (a model
+        # too large for two copies in RAM): one server after the other
+        groups = [BATCHES] if not args.sequential else [(b,) for b in BATCHES]
+        for group in groups:
+            servers = {}
+            for b in group:
+                (work / f"t{threads}-b{b}").mkdir()
+                servers[b] = Server(work / f"t{threads}-b{b}" / "store", model, threads, ("bench",),
+                                    ("--batch", str(b)))
+            try:
+                for clients in clients_list:
+                    for b, srv in servers.items():  # the same requests on each
+                        r = row(srv, "bench", model, clients, per_client[clients], args.new_tokens, clients * 100)
+                        rows.append({"threads": threads, "batch": b, **r})
+                        print(rows[-1], flush=True)
+            finally:
+                for srv in servers.values():
+                    srv.stop()
+    rows.sort(key=lambda r: (r["threads"], r["clients"], r["batch"]))
+    table = ["| threads | clients | batch | requests | errors | generated tok/s | req/s | latency p50 / p95 | "
+             "time per request | requests per step | model tokens read per request | forward calls + decode steps "
+             "per request |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        table.append(f"| {r['threads']} | {r['clients']} | {r['batch']} | {r['requests']} | {r['errors']} | "
+                     f"{r['tokens_per_s']:.1f} | {r['requests_per_s']:.3f} | "
+                     f"{r['latency_p50_s']:.2f} / {r['latency_p95_s']:.2f} s | {r['time_per_request_s']:.2f} s | "
+                     f"{r['rows_per_step']:.2f} | {r['model_tokens_read_per_request']:.0f} | "
+                     f"{r['forward_calls_per_request']:.1f} + {r['decode_steps_per_request']:.1f} |")
+    ratios = []
+    for threads in threads_list:
+        for clients in clients_list:
+            by = {r["batch"]: r for r in rows if (r["threads"], r["clients"]) == (threads, clients)}
+            ratio = by[8]["tokens_per_s"] / by[1]["tokens_per_s"]
+            ratios.append(f"{threads} thread(s), {clients} client(s): {ratio:.2f}x")
+    how = "one server after the other" if args.sequential else "side by side"
+    per = "K/clients" if args.requests_total else args.requests
+    table += ["", f"Generated tokens/s, --batch 8 over --batch 1 (same requests, {how}): " + "; ".join(ratios),
+              "", f"Each client sends {per} chat completions of up to {args.new_tokens} new tokens (memory on, "
+              "each prompt its own question), one after the other; latency is the client's (queueing included); "
+              "time per request = wall / requests. Model tokens read = what the model read per request besides "
+              "decoding (its prompt, the question's routing key, the exchange kept as evidence), from /metrics; "
+              "decode steps = decoding forward calls it took part in (a batched step counts once per request in "
+              "it). Requests per step: mean rows of a decoding step (grm:decode_batch_rows; 1 for --batch 1, "
+              "which makes no batched step)."]
+    cmd = (f"python bench/serve_batch.py --model {model} --requests {args.requests} --new-tokens {args.new_tokens} "
+           f"--clients {args.clients} --threads-list {args.threads_list}"
+           + (" --requests-total" if args.requests_total else "") + (" --sequential" if args.sequential else "")
+           + (f" --name {args.name}" if args.name != "serve-batch" else ""))
+    write_results(args.name, {"model": model, "new_tokens": args.new_tokens, "rows": rows}, table, cmd, quick=quick)
+    print("\n".join(table))
+    return 0 if all(r["errors"] == 0 for r in rows) else 1
+
+
+def step_costs(args: argparse.Namespace) -> int:
+    """`--step-costs`: in process, no server: the time of one decoding step of 1, 4 and 8 rows
+    (grm/kv/batch.py PaddedBatch) against a lone step (grm/kv/forward.py step), per model and
+    thread count: how much a batched step saves per request on this machine, apart from the
+    server's reading of prompts. Written to bench/results/serve-batch-steps.{json,md}."""
+    import torch
+
+    from grm.kv import new_cache
+    from grm.kv.batch import PaddedBatch
+    from grm.kv.forward import prefill, step
+    from grm.models import load_model
+    from grm.runtime.locations import default_cache_dir
+
+    torch.set_grad_enabled(False)
+    rows_out = []
+    for name in args.models.split(","):
+        lm = load_model(name, default_cache_dir())
+        model, ids = lm.model, lm.tokenizer.encode("Write a few sentences about rivers and the sea, in plain words.")
+        for threads in (int(t) for t in args.threads_list.split(",")):
+            torch.set_num_threads(threads)
+            lone = new_cache()
+            prefill(model, lone, ids, 0)
+            seat = len(ids)
+            step(model, lone, 100, seat)  # warm
+            t0 = time.perf_counter()
+            for i in range(args.repeats):
+                step(model, lone, 100, seat + 1 + i)
+            alone_s = (time.perf_counter() - t0) / args.repeats
+            for rows in (1, 4, 8):
+                batch = PaddedBatch()
+                for r in range(rows):  # rows of different lengths: padded, masked
+                    cache = new_cache()
+                    prefill(model, cache, ids[: len(ids) - r], 0)
+                    batch.add(cache)
+                seats = [len(ids) - r for r in range(rows)]
+                batch.step(model, [100] * rows, seats)  # warm
+                t0 = time.perf_counter()
+                for i in range(args.repeats):
+                    batch.step(model, [100] * rows, [s + 1 + i for s in seats])
+                step_s = (time.perf_counter() - t0) / args.repeats
+                rows_out.append({"model": name, "threads": threads, "rows": rows, "step_s": step_s,
+                                 "lone_step_s": alone_s, "per_row_gain": alone_s * rows / step_s})
+                print(rows_out[-1], flush=True)
+        del lm, model
+    table = ["| model | threads | rows | batched step | lone step | lone steps / batched step (per-row gain) |",
+             "|---|---|---|---|---|---|"]
+    table += [f"| {r['model']} | {r['threads']} | {r['rows']} | {r['step_s'] * 1000:.0f} ms | "
+              f"{r['lone_step_s'] * 1000:.0f} ms | {r['per_row_gain']:.2f}x |" for r in rows_out]
+    table += ["", f"Mean of {args.repeats} steps after one warm step; rows of a batch differ in length by one token "
+              "each (padded and masked; one row: no mask). A gain near 1x means a decoding step costs as much per "
+              "row batched as alone on this machine (compute-bound), so batching cannot raise throughput there."]
+    write_results("serve-batch-steps", {"rows": rows_out, "repeats": args.repeats}, table,
+                  f"python bench/serve_batch.py --step-costs --models {args.models} --threads-list {args.threads_list}")
+    print("\n".join(table))
+    return 0
+
+
+def flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--requests", type=int, default=2, help="chat completions per client (K)")
+    p.add_argument("--requests-total", action="store_true", help="--requests is per row, split over the clients")
+    p.add_argument("--new-tokens", type=int, default=32, help="max_tokens of each request (M)")
+    p.add_argument("--clients", default="1,4,8")
+    p.add_argument("--threads-list", default="1,2")
+    p.add_argument("--name", default="serve-batch")
+    p.add_argument("--sequential", action="store_true", help="one server at a time (a model too large for two)")
+    p.add_argument("--step-costs", action="store_true", help="only time decoding steps in process (no server)")
+    p.add_argument("--models", default="smollm2-135m,qwen2.5-coder-1.5b", help="models for --step-costs")
+    p.add_argument("--repeats", type=int, default=5, help="steps timed per row count (--step-costs)")
+
+
+if __name__ == "__main__":
+    run_cli(lambda args: step_costs(args) if args.step_costs else main(args), flags)

@@ -1,0 +1,107 @@
+"""Answers generated together (grm/runtime/batch.py) are the answers generated alone.
+
+Expectations:
+1. Requests of different lengths, limits and stop strings, some joining while others decode and
+   leaving at different steps: each batched answer has the text, the token count and the finish
+   reason of the same request asked alone (`Runtime.ask`), and its streamed deltas add up to its
+   text. On the tiny llama and on SmolLM2-135M in fp32 (the greedy text, not bit-identical
+   logits: a batched step's logits differ from a lone one's by rounding, tests/kv/test_batch.py).
+2. The memory path is unchanged: a batch of prompts stored by an earlier `ask` loads them
+   (tokens from memory as alone) and answers the same.
+3. A model with a sliding window (the tiny gemma3) is not batched (`Runtime.batch()` is None).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+PROMPTS = ["Tell me about the sea.", "What is the capital of France?",
+           "Write a haiku about winter trees and snow falling quietly on the hills.", "Name three colours.",
+           "Why is the sky blue? Explain briefly.", "Count: one two three", "hello",
+           "The orchard in winter is"]
+
+
+def _asks(n: int, max_new: int) -> list[dict]:
+    """Per request: ask's keyword arguments, limits and stop strings varied (they leave at different steps)."""
+    out = []
+    for i in range(n):
+        kw = {"mode": "exact", "max_new_tokens": max_new - 3 * (i % 3), "chat": i % 2 == 0, "memory": False}
+        if i % 4 == 3:
+            kw["stop"] = ("e",)
+        out.append(kw)
+    return out
+
+
+def _batched(rt, prompts: list[str], asks: list[dict], first: int = 3) -> tuple[list, list[str]]:
+    """Answer every prompt in one batch: `first` join at once, then one more after each step."""
+    batch = rt.batch()
+    answers, streams, steps = [None] * len(prompts), [""] * len(prompts), {}
+    rows_seen = []
+
+    def join(i: int) -> None:
+        def on_token(delta: str) -> bool:
+            streams[i] += delta
+            return True
+
+        steps[i] = rt.answering(prompts[i], on_token=on_token, **asks[i])
+        try:
+            dec = next(steps[i])
+        except StopIteration as done:
+            answers[i] = done.value
+            return
+        if not batch.join(i, dec):
+            answers[i] = rt.resume(steps[i])
+
+    waiting = list(range(len(prompts)))
+    for i in waiting[:first]:
+        join(i)
+    waiting = waiting[first:]
+    while len(batch) or waiting:
+        if waiting:
+            join(waiting.pop(0))
+        if len(batch):
+            rows_seen.append(len(batch))
+            for i in batch.step():
+                answers[i] = rt.resume(steps[i])
+    assert max(rows_seen) > 1  # they were generated together
+    return answers, streams
+
+
+def _check_same(rt, prompts: list[str], asks: list[dict]) -> None:
+    alone = [rt.ask(p, **kw) for p, kw in zip(prompts, asks)]
+    together, streams = _batched(rt, prompts, asks)
+    for a, b, s in zip(alone, together, streams):
+        assert (b.answer, b.completion_tokens, b.finish_reason) == (a.answer, a.completion_tokens, a.finish_reason)
+        assert (b.prompt_tokens, b.tokens_from_memory) == (a.prompt_tokens, a.tokens_from_memory)
+        assert s.strip() == b.answer.strip()
+    assert len({a.finish_reason for a in alone}) > 1 or len({a.completion_tokens for a in alone}) > 1
+
+
+def test_batched_answers_are_the_answers_alone_on_the_tiny_model(make_runtime):
+    rt = make_runtime()
+    _check_same(rt, PROMPTS, _asks(len(PROMPTS), 14))
+
+
+def test_a_batch_loads_stored_prompts_as_alone(make_runtime):
+    rt = make_runtime()
+    doc = "The harbor master keeps the tide tables and the keys of the boat house. " * 6
+    prompts = [doc + f"\nQuestion {i}: who keeps the keys?\nAnswer:" for i in range(4)]
+    asks = [{"mode": "exact", "max_new_tokens": 8, "store_prompt": True} for _ in prompts]
+    for p, kw in zip(prompts, asks):  # stores the prompts' blocks
+        rt.ask(p, **kw)
+    alone = [rt.ask(p, **kw) for p, kw in zip(prompts, asks)]
+    assert all(a.tokens_from_memory > 0 for a in alone)
+    together, _ = _batched(rt, prompts, asks, first=2)
+    assert [(b.answer, b.tokens_from_memory) for b in together] == [(a.answer, a.tokens_from_memory) for a in alone]
+
+
+def test_a_sliding_window_model_is_not_batched(make_runtime, tmp_path):
+    assert make_runtime("tiny-random-gemma3").batch() is None
+    assert make_runtime("tiny-random-llama", store=tmp_path / "other").batch() is not None
+
+
+@pytest.mark.model
+def test_batched_answers_are_the_answers_alone_on_smollm2(make_runtime):
+    rt = make_runtime("smollm2-135m")
+    asks = _asks(len(PROMPTS), 24)
+    _check_same(rt, PROMPTS, asks)
