@@ -30,7 +30,8 @@ DURABILITY = DURABILITY_MODES  # defined by the store plane
 # The system message of a model asked through its chat template (RuntimeConfig.system "memory").
 # An instruct model told only its template's default ("You are Qwen, created by Alibaba Cloud...")
 # refuses questions about the user's own life ("as an AI language model, I don't have access to
-# your personal information") even with the answer in context (bench/results/system-message.md).
+# your personal information") even with the answer in context: fidelity-fresh19-qwen2.5-coder-1.5b-*.md
+# in bench/results, memory vs model system message side by side.
 MEMORY_SYSTEM = ("You are a helpful assistant with a memory. What you read here, the user's earlier messages "
                  "and any documents, is what you remember: answer from it. When the user has changed something "
                  "they told you before, the most recent version is the one that holds.")
