@@ -13,6 +13,11 @@ token are counted from real index streams through both symbol codecs; all-in add
 (4 + 32 tokens, fp16) and the codebooks a method uses, amortized over 1k, 32k and 1M tokens.
 Targets (issue 6): >= 36x archive-only at <= +15% perplexity; all-in >= 20x at 32k tokens.
 `--quick` is a smoke test (256-token windows, k = 64) written to archive-quick.*.
+Sizes for a slow model (the defaults are the full run above): `--eval-windows` (10), `--train-windows`
+(every full window: 50), `--check-windows` (2) and `--check-tokens` (the first N seats of each
+checked window; the whole window by default: the mixed pass is causal, so its first N - 1 NLLs are
+those of an N-seat window). Results are written to archive.* for SmolLM2-135M (the model the
+targets were set on) and archive-MODEL.* for any other model; the table states the sizes used.
 """
 
 from __future__ import annotations
@@ -40,12 +45,24 @@ TARGET_RATIO, TARGET_PPL, TARGET_ALLIN = 36.0, 1.15, 20.0
 FP16 = 2  # bytes per element of the fp16 reference
 
 
-def _plan(quick: bool) -> dict:
+FULL = {"eval_windows": 10, "train_windows": None, "check_windows": 2, "check_tokens": None}  # None: all
+
+
+def _plan(quick: bool, sizes: dict | None = None) -> dict:
+    """The run's sizes: the full run (or --quick's), with any of FULL's keys overridden by `sizes`."""
     if quick:
-        return {"window_tokens": 256, "eval_windows": 2, "train_windows": 4, "k": 64, "iters": 5, "max_train": 1000,
-                "check_windows": 1}
-    return {"window_tokens": 1024, "eval_windows": 10, "train_windows": None, "k": 256, "iters": 15,
-            "max_train": 60000, "check_windows": 2}
+        plan = {"window_tokens": 256, "eval_windows": 2, "train_windows": 4, "k": 64, "iters": 5, "max_train": 1000,
+                "check_windows": 1, "check_tokens": None}
+    else:
+        plan = {"window_tokens": 1024, "k": 256, "iters": 15, "max_train": 60000, **FULL}
+    plan.update({k: v for k, v in (sizes or {}).items() if v is not None})
+    plan["full"] = all(plan[k] == v for k, v in FULL.items()) and not quick
+    return plan
+
+
+def _sizes(args: argparse.Namespace) -> dict:
+    """The size flags given (`grm bench archive` passes none of them: the full run)."""
+    return {k: getattr(args, k, None) for k in FULL}
 
 
 # (label, key stages, value stages) of the plain-k-means codebooks; trained: K x4, V x3.
@@ -166,6 +183,25 @@ def _codebook_bytes(q) -> int:
     return q.codebooks.stage_nbytes() * (q.key_stages + q.value_stages)
 
 
+def _memory_for_float64(model: torch.nn.Module, wait_s: float, log) -> bool:
+    """Wait up to `wait_s` for MemAvailable (/proc/meminfo) to hold a float64 copy of the weights
+    beside the float32 ones (+1 GB); False if it never does (a shared machine: skip, never OOM)."""
+    need = sum(p.numel() for p in model.parameters()) * 4 + 2**30  # float32 -> float64 adds 4 B/weight
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            meminfo = Path("/proc/meminfo").read_text().split("\n")
+            avail = next(int(x.split()[1]) * 1024 for x in meminfo if x.startswith("MemAvailable:"))
+        except (OSError, StopIteration):
+            return True  # not Linux: nothing to check
+        if avail >= need:
+            return True
+        if time.monotonic() >= deadline:
+            log(f"float64 check skipped: {avail / 2**30:.1f} GiB available, {need / 2**30:.1f} GiB needed")
+            return False
+        time.sleep(30)
+
+
 def main(args: argparse.Namespace) -> int:
     from grm.archive.codebook_store import archive_stats, load_codebooks, save_codebooks
     from bench.lib.baselines import KiviConfig, KiviQuantizer
@@ -182,7 +218,7 @@ def main(args: argparse.Namespace) -> int:
     threads = args.threads or 2
     torch.set_num_threads(threads)
     quick = bool(getattr(args, "quick", False))
-    plan = _plan(quick)
+    plan = _plan(quick, _sizes(args))
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     lm = load_model(args.model or DEFAULT_MODEL, cache_dir())
@@ -252,14 +288,17 @@ def main(args: argparse.Namespace) -> int:
     check_q = dict((m[0], m[2]) for m in methods)[check_label]
     t = time.perf_counter()
     checks = []
-    model.double()
+    room = _memory_for_float64(model, 900, log) if plan["check_windows"] else False
+    if room:
+        model.double()
     try:
         spec64 = MixedSpec("archive", dialect, window, check_q)
-        for i, ids in enumerate(eval_windows[: plan["check_windows"]]):
+        for i, ids in enumerate(eval_windows[: plan["check_windows"]] if room else []):
+            ids = ids[: plan["check_tokens"]]  # causal: the first N - 1 NLLs of the full window's pass
             a = scored(window_nll(model, ids, spec64), window.sinks)
             b = scored(stepwise_nll(model, ids, spec64), window.sinks)
-            m32 = scored(raw_first[check_label][i], window.sinks)
-            checks.append({"window": i, "method": check_label, "dtype": "float64",
+            m32 = scored(raw_first[check_label][i][: len(ids) - 1], window.sinks)
+            checks.append({"window": i, "method": check_label, "dtype": "float64", "seats": len(ids),
                            "mean_nll_mixed": float(a.mean()), "mean_nll_stepwise": float(b.mean()),
                            "abs_delta_mean_nll": float((a.mean() - b.mean()).abs()),
                            "max_abs_delta_token_nll": float((a - b).abs().max()),
@@ -310,10 +349,10 @@ def main(args: argparse.Namespace) -> int:
         "all_in_ge_20x_at_32k": [r["method"] for r in rows
                                  if "all_in" in r and r["all_in"]["32768"]["ratio_vs_fp16"] >= TARGET_ALLIN
                                  and r["ppl_ratio"] <= TARGET_PPL],
-        "mixed_vs_stepwise_lt_1e-4": all(c["abs_delta_mean_nll"] < 1e-4 for c in checks),
+        "mixed_vs_stepwise_lt_1e-4": all(c["abs_delta_mean_nll"] < 1e-4 for c in checks) if checks else None,
     }
     table = _table(rows, checks, codec, targets, plan, fp16_per_token, int4_bytes, exact_window_bytes, books,
-                   books16.stage_nbytes(), quick)
+                   books16.stage_nbytes(), quick, lm.name, len(train_windows))
     data = {"model": lm.name, "identity": lm.identity, "threads": threads, "quick": quick, "plan": plan,
             "fp16_bytes_per_token": fp16_per_token, "int4_bytes_per_token": int4_bytes,
             "exact_window_tokens": window.sinks + window.recent, "eval_windows": len(eval_windows),
@@ -321,8 +360,10 @@ def main(args: argparse.Namespace) -> int:
             "eval_articles": f"[0, {EVAL_ARTICLES})", "train_articles": f"[{TRAIN_FROM}, {len(articles)})",
             "codebooks": {"version": books.version, "config": asdict(books.config), "nbytes": books.nbytes, "train": books.train, "store_stats": stats},
             "rows": rows, "mixed_vs_stepwise": checks, "codec": codec, "targets": targets, "timings": timings}
-    name = "archive-quick" if quick else "archive"
-    write_results(name, data, table, "grm bench archive --threads 2" + (" --quick" if quick else ""))
+    name = "archive" if lm.name == "smollm2-135m" else f"archive-{lm.name}"
+    flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in _sizes(args).items() if v is not None)
+    command = f"python bench/archive.py --threads {threads}" + (f" --model {args.model}" if args.model else "") + flags
+    write_results(name, data, table, command, quick)
     print("\n".join(table))
     return 0
 
@@ -357,15 +398,21 @@ def _target_lines(rows) -> list[str]:
     return out
 
 
-def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, books16_stage, quick) -> list[str]:
+def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, books16_stage, quick, model: str,
+           train_windows: int) -> list[str]:
     w = plan["window_tokens"]
-    out = [f"SmolLM2-135M, {plan['eval_windows']} held-out windows of {w:,} seats (4 sinks + {w - 4:,} scored tokens), "
+    sized = "" if plan["full"] or quick else (
+        f" REDUCED RUN (not the full one): {plan['eval_windows']} of the full run's {FULL['eval_windows']} held-out "
+        f"windows, codebooks trained on {train_windows} windows (the full run: every full window of the training "
+        f"articles, 50 on SmolLM2), the float64 check on {plan['check_windows']} window(s)"
+        + (f" cut to their first {plan['check_tokens']} seats" if plan["check_tokens"] else "") + ".")
+    out = [f"{model}, {plan['eval_windows']} held-out windows of {w:,} seats (4 sinks + {w - 4:,} scored tokens), "
            f"exact window 4 + 32; codebooks k={books.config.k}, trained on {books.train.get('tokens')} tokens of "
            f"disjoint articles ({books.train.get('vectors_per_codebook')} vectors per codebook, {books.config.iters} "
            f"Lloyd rounds), stored {books.config.storage_dtype} ({books.stage_nbytes() / 1e6:.2f} MB per stage of "
            f"one side) unless marked float16 ({books16_stage / 1e6:.2f} MB), plain squared-error k-means unless "
            f"marked attention-weighted (bench/lib/metric.py). fp16 K/V = {fp16:,} B/token; int4 KIVI g32 = {int4:,.0f} B/token."
-           + (" QUICK RUN (smoke test, not the result)." if quick else ""), "",
+           + (" QUICK RUN (smoke test, not the result)." if quick else "") + sized, "",
            "| method | PPL [95% CI] | PPL / exact [95% CI] | archive B/token (bit-packed / chaos anchors) | "
            "x vs fp16 | x vs int4 | suffix index B/token | all-in x at 1k / 32k* / 1M* |",
            "|---|---|---|---|---|---|---|---|"]
@@ -381,8 +428,10 @@ def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, 
                        f"{' / '.join(_fmt_ratio(a[k]['ratio_vs_fp16']) for k in ('1024', '32768', '1048576'))} |")
         else:
             out.append(f"| {r['method']} | {ppl} | {rel} | - | - | - | - | - |")
-    out += ["", "Mixed-source vs token-by-token reference (hybrid K4/V2, both in float64): " + "; ".join(
-        f"window {c['window']}: |dNLL| = {c['abs_delta_mean_nll']:.1e} (max per token {c['max_abs_delta_token_nll']:.1e})"
+    out += ["", "Mixed-source vs token-by-token reference: NOT RUN (no memory for a float64 copy of the model on "
+            "this shared machine, or --check-windows 0)." if not checks else
+            "Mixed-source vs token-by-token reference (hybrid K4/V2, both in float64): " + "; ".join(
+        f"window {c['window']} ({c['seats']} seats): |dNLL| = {c['abs_delta_mean_nll']:.1e} (max per token {c['max_abs_delta_token_nll']:.1e})"
         for c in checks) + ". The float32 pass used for the table vs the float64 reference: " + "; ".join(
         f"window {c['window']}: |dNLL| = {c['float32_mixed_vs_float64_stepwise_abs_delta_mean_nll']:.1e} (max per token "
         f"{c['float32_mixed_vs_float64_stepwise_max_abs_delta_token_nll']:.1e})" for c in checks) + " - in float32 a "
@@ -391,7 +440,7 @@ def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, 
         f"{'met by ' + ', '.join(targets['methods_meeting_it']) if targets['methods_meeting_it'] else 'NOT met'}; "
         f"all-in >= {TARGET_ALLIN:.0f}x at 32k within +15% PPL: "
         f"{', '.join(targets['all_in_ge_20x_at_32k']) or 'NOT met'}; mixed vs stepwise < 1e-4: "
-        f"{targets['mixed_vs_stepwise_lt_1e-4']}. Against the targets, point estimates (PPL / exact [95% CI]):",
+        f"{'not run' if targets['mixed_vs_stepwise_lt_1e-4'] is None else targets['mixed_vs_stepwise_lt_1e-4']}. Against the targets, point estimates (PPL / exact [95% CI]):",
         *_target_lines(rows),
         "", f"Bytes: archive-only counts index payload of real streams ({codec['streams']} streams of "
         f"{codec['tokens']} tokens in all, one archive per window, round trip "
@@ -412,4 +461,8 @@ if __name__ == "__main__":
     p.add_argument("--model", default=None)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--eval-windows", type=int, default=None, help=f"held-out windows (full run: {FULL['eval_windows']})")
+    p.add_argument("--train-windows", type=int, default=None, help="training windows (full run: every full one, 50)")
+    p.add_argument("--check-windows", type=int, default=None, help=f"float64 checks (full run: {FULL['check_windows']})")
+    p.add_argument("--check-tokens", type=int, default=None, help="seats of each checked window (full run: all)")
     sys.exit(main(p.parse_args()))

@@ -22,6 +22,11 @@ with keys left exact, or values left exact.
 Scoring: the fact's number appears in the answer. Bytes and the share of tokens kept apart:
 `grm archive stats` of each copy.
 
+Sizes for a slow model (the defaults are the full run above): `--facts` (40 per set), `--articles`
+(150: the facts' corpus) and `--train-articles` (150, taken right after the corpus). Results go to
+archive_recall.* for SmolLM2-135M and archive_recall-MODEL.* for any other model; the table states
+the sizes used.
+
 `--forms` (issue 13 items 1 and 8): the first fact set asked plain (the question a user types) and
 primed (+ "\nAnswer: <hand-written lead>") through Runtime.ask in `grafts` mode with the runtime's
 default flags, on the exact store and on a copy archived the default way (digits +-4 tokens kept
@@ -47,6 +52,8 @@ from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 from recall import SECTION_TOKENS, SEED, ask_forms, build_corpus, forms_table, make_facts  # noqa: E402
 
 CORPUS_ARTICLES = 150  # facts go into articles [0, 150); codebooks train on [150, 300)
+TRAIN_ARTICLES = 150  # articles the codebooks train on, right after the corpus
+FULL_FACTS = 40  # facts per set (the first and the held-out)
 # Archived copies: (label, exact tail per section, salient rule, context tokens, salient storage).
 ARCHIVED = (("archived", 0, "none", 0, "int8"), ("archived, exact tail 32", 32, "none", 0, "int8"),
             ("archived, digits kept int8", 0, "digits", 0, "int8"),
@@ -156,12 +163,15 @@ def main(args: argparse.Namespace) -> int:
         return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
     threads = args.threads or 2
-    n_facts = 8 if quick else 40
-    articles = 30 if quick else CORPUS_ARTICLES
+    n_facts = 8 if quick else getattr(args, "facts", FULL_FACTS)
+    articles = 30 if quick else getattr(args, "articles", CORPUS_ARTICLES)
+    train_articles = 20 if quick else getattr(args, "train_articles", TRAIN_ARTICLES)
+    full = (n_facts, articles, train_articles) == (FULL_FACTS, CORPUS_ARTICLES, TRAIN_ARTICLES)
+    model = args.model or DEFAULT_MODEL
     max_new = 12
     facts = make_facts(n_facts, random.Random(SEED))
     held_facts = make_facts(n_facts, random.Random(SEED + 1))
-    train_text = "\n\n".join(news_corpus()[articles : articles + (20 if quick else 150)])
+    train_text = "\n\n".join(news_corpus()[articles : articles + train_articles])
     work = Path(tempfile.mkdtemp(prefix="grm-bench-archive-recall-"))
     t0 = time.perf_counter()
     log = lambda m: print(f"[archive-recall {time.perf_counter() - t0:7.1f}s] {m}", file=sys.stderr, flush=True)  # noqa: E731
@@ -237,12 +247,16 @@ def main(args: argparse.Namespace) -> int:
         return rows
 
     rows, held_rows = rows_of(results, stats, hits), rows_of(held, held_stats, held_hits)
-    table = [f"SmolLM2-135M; {n_facts} invented facts in the first {articles} news articles ({ingest.blocks} "
+    sized = "" if full or quick else (
+        f" REDUCED RUN (not the full one: {FULL_FACTS} facts per set in {CORPUS_ARTICLES} articles, codebooks "
+        f"trained on the next {TRAIN_ARTICLES}): {n_facts} facts per set in {articles} articles, codebooks trained "
+        f"on articles [{articles}, {articles + train_articles}).")
+    table = [f"{model}; {n_facts} invented facts in the first {articles} news articles ({ingest.blocks} "
              f"sections of <= {SECTION_TOKENS} tokens); questions in paraphrase, `grafts` mode (top-3 sections "
              f"mounted). Codebooks: {books.config.storage_dtype}, k={books.config.k}, K x{books.config.key_stages} "
              f"/ V x{books.config.value_stages}, trained on {books.train['tokens']:,} tokens of other articles. "
              f"Archived = every section demoted with --drop-exact in a copy of the store, asked from a fresh "
-             f"runtime." + (" QUICK RUN (smoke test, not the result)." if quick else ""), "",
+             f"runtime." + (" QUICK RUN (smoke test, not the result)." if quick else "") + sized, "",
              "| method | correct | answers marked lossy | archive mounts | archive-only x | payload x | "
              "all-in x (codebooks once) | tokens kept apart |", "|---|---|---|---|---|---|---|---|"]
     fmt = lambda x: "-" if x is None else f"{x:.1f}x"  # noqa: E731
@@ -268,10 +282,15 @@ def main(args: argparse.Namespace) -> int:
               "Tokens kept apart: the exact tails (float32, as the payload) and the salient tokens' rows "
               "(int8 with a float16 scale per row, or float16; grm/archive/salient.py), as a share of the "
               "archived tokens; salient tokens are also in the index streams."]
-    data = {"facts": n_facts, "articles": articles, "sections": ingest.blocks, "codebooks": books.version,
+    data = {"model": model, "full": full, "facts": n_facts, "articles": articles,
+            "train_articles": f"[{articles}, {articles + train_articles})", "sections": ingest.blocks,
+            "codebooks": books.version,
             "train_tokens": books.train["tokens"], "rows": rows, "held_out_sections": held_ingest.blocks,
             "held_out_rows": held_rows, "seconds": time.perf_counter() - t0}
-    write_results("archive_recall", data, table, "grm bench archive_recall --threads 2", quick)
+    name = "archive_recall" if model == "smollm2-135m" else f"archive_recall-{model}"
+    flags = "" if full or quick else f" --facts {n_facts} --articles {articles} --train-articles {train_articles}"
+    command = f"python bench/archive_recall.py --threads {threads}" + (f" --model {args.model}" if args.model else "")
+    write_results(name, data, table, command + flags, quick)
     print("\n".join(table))
     shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -279,6 +298,11 @@ def main(args: argparse.Namespace) -> int:
 
 def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--forms", action="store_true", help="plain vs primed questions, memory vs ceiling")
+    p.add_argument("--facts", type=int, default=FULL_FACTS, help=f"facts per set (full run: {FULL_FACTS})")
+    p.add_argument("--articles", type=int, default=CORPUS_ARTICLES,
+                   help=f"news articles the facts go into (full run: {CORPUS_ARTICLES})")
+    p.add_argument("--train-articles", type=int, default=TRAIN_ARTICLES,
+                   help=f"articles after those the codebooks train on (full run: {TRAIN_ARTICLES})")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ long-lived process runs it. Reported:
   in-context ceiling (the fact's section read as text, the same plain question);
 - that no fact graft was moved.
 Each stage opens a fresh runtime (a new process would), so nothing is served from RAM caches.
+Results go to tiering.* for SmolLM2-135M and tiering-MODEL.* for any other model.
 """
 
 from __future__ import annotations
@@ -204,7 +205,8 @@ def main(args: argparse.Namespace) -> int:
                      f"{r['drop']} | {r['trained_codebooks'] or '-'} | {r['fact_grafts_moved']} / {r['fact_grafts']} | {r['after_bytes'] / 1e6:.1f} |")
     cmd = "python bench/tiering.py" + (f" --model {args.model}" if args.model else "") + (
         "" if quick else f" --articles {articles} --facts {n_facts}")
-    write_results("tiering", {"model": args.model or DEFAULT_MODEL, "corpus_tokens": tokens, "facts": n_facts,
+    model = args.model or DEFAULT_MODEL
+    write_results("tiering" if model == "smollm2-135m" else f"tiering-{model}", {"model": model, "corpus_tokens": tokens, "facts": n_facts,
                               "policy": POLICY, "evict_keep": EVICT_KEEP,
                               "parts": PARTS, "budgets": budgets, "full_exact_footprint": full, "timeline": timeline,
                               "runs": runs, "answers": answers, "seconds": round(time.perf_counter() - t0, 1)},
