@@ -40,6 +40,7 @@ from grm.kv.device import pinned
 from grm.kv.forward import prefill
 from grm.kv.place import HostBuffers, placement_for
 from grm.models import LoadedModel
+from grm.route.dense import QueryKeys
 from grm.store import Record
 from grm.store.tenant import SYSTEM_TENANT
 from grm.store.backend import StoreBackend
@@ -103,6 +104,7 @@ class ExactMemory:
         self._sinks: KV | None = None
         self.sink_ids = list(lm.tokenizer.sink_ids)
         self.sink_fp = fingerprint(lm.identity, SYSTEM_TENANT, "", b"", self.sink_ids)
+        self.query_keys = QueryKeys()  # routing keys of recent queries, shared by sections and grafts
         self.counters = {"block_hits": 0, "block_misses": 0, "sink_recomputes": 0, "scatter_loads": 0,
                          "tier_hits": 0, "tiered_reads": 0}  # rows moved down by the tiering policy, read as text
         self._warned: set[str] = set()  # records already logged as misses (count every time, log once)

@@ -21,7 +21,7 @@ from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
 from grm.kv import KV
 from grm.kv.forward import read_after_sinks
 from grm.route import Channels, Hit, combine, search
-from grm.route.dense import encode_key, key_width, query_key, span_keys
+from grm.route.dense import encode_key, key_width, span_keys
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
 from grm.store import Record
 from grm.store.kinds import BLOCK
@@ -312,8 +312,8 @@ class GraftMemory:
         """Every routable graft's dense score for `query`: the model's own keys of it (one short
         forward pass) against the index in one matrix product (grm/route/index.py)."""
         ex = self.exact
-        q = query_key(self.lm.model, ex.sinks(), self.lm.tokenizer.encode(query.strip()), ex.dialect,
-                      self.config.channels.dense)
+        q = ex.query_keys.get(self.lm.model, ex.sinks(), self.lm.tokenizer.encode(query.strip()), ex.dialect,
+                              self.config.channels.dense)
         return self.index().dense(q, exclude)
 
     def _dense_scores(self, query: str, lexical: dict[str, Hit], exclude: frozenset[str], keep, *, only_lexical: bool,

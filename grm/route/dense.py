@@ -14,6 +14,7 @@ paragraph of a long span is not averaged away by the rest.
 from __future__ import annotations
 
 import base64
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,28 @@ def span_keys(kv: KV, dialect: Dialect, seat: int, config: DenseConfig) -> torch
 def query_key(model: torch.nn.Module, sinks: KV, ids: list[int], dialect: Dialect, config: DenseConfig) -> torch.Tensor:
     """The routing key of a query: its tokens read after the sinks (one short forward pass)."""
     return routing_key(read_after_sinks(model, sinks, ids), dialect, sinks.tokens, config)
+
+
+class QueryKeys:
+    """The routing keys of the last `size` queries read after one model's sinks, so a query routed
+    twice (over sections and over grafts in one request, or a message sent again) is read through
+    the model once. Keyed by token ids and config: the same ids after the same sinks give the same key."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._keys: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+
+    def get(self, model: torch.nn.Module, sinks: KV, ids: list[int], dialect: Dialect,
+            config: DenseConfig) -> torch.Tensor:
+        at = (tuple(ids), config)
+        key = self._keys.get(at)
+        if key is None:
+            key = self._keys[at] = query_key(model, sinks, ids, dialect, config)
+            while len(self._keys) > self.size:
+                self._keys.popitem(last=False)
+        else:
+            self._keys.move_to_end(at)
+        return key
 
 
 def encode_key(key: torch.Tensor) -> str:

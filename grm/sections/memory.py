@@ -16,7 +16,7 @@ from grm.exact import ExactMemory, IngestResult, fingerprint, split_blocks
 from grm.kv import KV
 from grm.kv.forward import read_after_sinks
 from grm.route import CHANNELS, Channels, Hit, combine, search
-from grm.route.dense import encode_key, key_width, query_key, routing_key
+from grm.route.dense import encode_key, key_width, routing_key
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, candidates
 from grm.store import Record
 from grm.store.kinds import BLOCK
@@ -113,7 +113,7 @@ class SectionMemory:
         that carries a dense key of this geometry): the lexical hits and the best by cosine."""
         ex = self.exact
         ids = ex.lm.tokenizer.encode(question.strip())
-        q = query_key(ex.lm.model, ex.sinks(), ids, ex.dialect, self.config.channels.dense)
+        q = ex.query_keys.get(ex.lm.model, ex.sinks(), ids, ex.dialect, self.config.channels.dense)
         scores = self.index().dense(q)
 
         def fetch(key: str) -> Record | None:

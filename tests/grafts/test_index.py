@@ -10,6 +10,8 @@ Expectations:
 3. Its word counts are the abstain floor's document frequencies over the routable grafts.
 4. `rows_since` on the local store (catalog-backed and resident) returns exactly the rows written
    after an LSN, state changes included, and the count a delete lowers; `keys` every key.
+5. A query routed twice (over grafts and sections, or sent again) is read through the model once
+   (`QueryKeys`), with the key a fresh read gives; the cache holds its last `size` queries.
 """
 
 from __future__ import annotations
@@ -162,3 +164,28 @@ def test_section_word_counts_are_the_floor_frequencies_over_the_sections(make_ru
     want = DocumentFrequencies(r.text or "" for r in ex.store.children(ex.tenant, BLOCK, ex.sink_fp))
     n, df = rt.sections.index().frequencies()
     assert n == want.n > 1 and {t: c for t, c in df.items() if c} == want.df
+
+
+def test_a_query_routed_twice_is_read_once(make_runtime):
+    from grm.route.dense import QueryKeys
+
+    rt = make_runtime()
+    for t in TEXTS:
+        harvest(rt, t)
+    question = "Where is the pump checked?"
+    rt.grafts.similarity(question)  # the first routing reads the query
+    before = rt.reads.snapshot()
+    again = rt.grafts.similarity(question)
+    assert rt.reads.snapshot() == before  # the second reads nothing
+    assert torch.equal(rt.exact.query_keys.get(rt.lm.model, rt.exact.sinks(), rt.lm.tokenizer.encode(question),
+                                               rt.exact.dialect, rt.grafts.config.channels.dense), _query(rt, question))
+    assert again is not None
+    keys = QueryKeys(size=2)
+    ex, dense = rt.exact, rt.grafts.config.channels.dense
+    for text in ("one", "two", "three"):
+        keys.get(rt.lm.model, ex.sinks(), rt.lm.tokenizer.encode(text), ex.dialect, dense)
+    before = rt.reads.snapshot()
+    keys.get(rt.lm.model, ex.sinks(), rt.lm.tokenizer.encode("three"), ex.dialect, dense)
+    assert rt.reads.snapshot() == before
+    keys.get(rt.lm.model, ex.sinks(), rt.lm.tokenizer.encode("one"), ex.dialect, dense)  # fell out: read again
+    assert rt.reads.snapshot()[1] == before[1] + 1
