@@ -48,6 +48,7 @@ from typing import Any, Callable
 
 from grm.errors import GrmError, redact
 from grm.runtime.admin import store_folder
+from grm.runtime.batch import resume
 from grm.runtime.commands import is_command_only
 from grm.serve.errors import ApiError, from_grm
 from grm.serve.scheduler import Limits, Scheduler
@@ -147,11 +148,7 @@ def _noting(steps: Generator, note: Callable[[Any], None]) -> Generator:
         return done.value
     note(dec)
     yield dec
-    try:
-        steps.send(None)
-    except StopIteration as done:
-        return done.value
-    raise RuntimeError("an answering generator yielded twice")
+    return resume(steps)
 
 
 class Engine:
