@@ -37,7 +37,7 @@ class ChatTemplate:
 
     @property
     def head(self) -> str:
-        """The text before the first user message's content, with the default system message."""
+        """The text before the first user message's content, with the system message it holds."""
         return self.start + self.system + self.system_end
 
     def with_system(self, text: str) -> "ChatTemplate":
