@@ -102,6 +102,9 @@ def test_a_flag_the_server_cannot_honour_fails_naming_it(grm, server):
     assert code == 2 and where in line and "--grafts 5" in line and "--grafts 3" in line
     code, _, err = grm("ingest", __file__, "--store", store, "--model", TINY, "--block-tokens", 64)
     assert code == 2 and where in one_error_line(err) and "--block-tokens 64" in err
+    code, _, err = grm("ask", QUESTION, "--store", store, "--model", TINY, "--system", "model")
+    line = one_error_line(err)
+    assert code == 2 and where in line and "--system model" in line and "--system memory" in line
 
 
 def _stale(store: Path, pid: int, port: int) -> Path:
