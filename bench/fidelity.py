@@ -301,7 +301,7 @@ def updates(rt, split: str) -> dict:
         r = chat.send(q)
         ceiling = in_context(rt, conversation(rt, [s, u]), q)
         rows.append({"statement": s, "update": u, "question": q, "old": old, "new": new, "answer": r.answer,
-                     "memory_replies": [first[i].answer, second[i].answer],
+                     "memory_replies": [first[i].answer, second[i].answer], "mounted": r.why,
                      "latest": has(r.answer, new) and not has(r.answer, old), "stale": has(r.answer, old),
                      "superseded": live_value(chat, new) and not live_value(chat, old), "abstained": r.abstained,
                      "in_context": ceiling, "in_context_latest": has(ceiling, new) and not has(ceiling, old)})
