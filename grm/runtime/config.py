@@ -25,6 +25,8 @@ EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (Runtime
 # sharing the first block; chain; sections
 LAYOUTS = ("seen", "both", "chain", "sections")
 DEFAULT_LAYOUT = LAYOUTS[0]
+CHAIN_LAYOUTS = ("chain", "both", "seen")  # layouts that store chain blocks (`seen`: its first at ingest)
+SECTION_LAYOUTS = ("sections", "both", "seen")  # layouts that store sections
 FIRST_BLOCKS = {"seen": 1}  # chain blocks a layout stores at ingest where not all (Runtime.plan_ingest)
 DURABILITY = DURABILITY_MODES  # defined by the store plane
 # The system message of a model asked through its chat template (RuntimeConfig.system "memory").

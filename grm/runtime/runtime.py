@@ -38,7 +38,8 @@ from grm.runtime import batch as batching
 from grm.runtime.answer import Context, Generation, Ready
 from grm.runtime.question import lead_for, question_text
 from grm.runtime.chat import ChatSession
-from grm.runtime.config import ASK_MODES, DEFAULT_LAYOUT, FIRST_BLOCKS, LAYOUTS, RuntimeConfig
+from grm.runtime.config import (ASK_MODES, CHAIN_LAYOUTS, DEFAULT_LAYOUT, FIRST_BLOCKS, LAYOUTS, SECTION_LAYOUTS,
+                                RuntimeConfig)
 from grm.runtime.documents import Documents
 from grm.runtime.files import Document, collect
 from grm.runtime.generate import Answer
@@ -178,15 +179,15 @@ class Runtime:
     def plan_ingest(self, text: str, layout: str = DEFAULT_LAYOUT) -> int:
         """How many distinct blocks ingesting `text` with `layout` stores or finds: the progress
         total, and the `blocks` of its IngestResult (a block chain and sections share counts once)."""
-        chain = self.exact.plan_keys(text)[:FIRST_BLOCKS.get(layout)] if layout in ("chain", "both", "seen") else []
-        sections = self.sections.keys(text) if layout in ("sections", "both", "seen") else []
+        chain = self.exact.plan_keys(text)[:FIRST_BLOCKS.get(layout)] if layout in CHAIN_LAYOUTS else []
+        sections = self.sections.keys(text) if layout in SECTION_LAYOUTS else []
         return len(set(chain) | set(sections))
 
     def _ingest(self, docs: list[Document], layout: str,
                 progress: bool | Callable[[int], None]) -> list[IngestResult]:
         if layout not in LAYOUTS:
             raise UserInputError(f"bad layout {layout!r}: one of {', '.join(LAYOUTS)}")
-        chain, sections = layout in ("chain", "both", "seen"), layout in ("sections", "both", "seen")
+        chain, sections = layout in CHAIN_LAYOUTS, layout in SECTION_LAYOUTS
         first = FIRST_BLOCKS.get(layout)  # `seen`: the chain's first block now (the first section, unless
         # they tokenize differently), the rest when a prompt first reads the document (plan_exact)
         total = sum(self.plan_ingest(d.text, layout) for d in docs)

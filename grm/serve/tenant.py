@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from grm.errors import GrmError
 from grm.runtime.admin import graft_bytes, payload_bytes
+from grm.runtime.config import CHAIN_LAYOUTS, SECTION_LAYOUTS
 from grm.serve.errors import from_grm
 from grm.serve.slices import Stopped
 
@@ -129,7 +130,7 @@ class TenantMemory:
         or the job is stopped). A stopped ingest removes what it stored that no document uses."""
         rt = self.rt
         job.status = "running"
-        chain, sections = job.layout in ("chain", "both"), job.layout in ("sections", "both", "seen")
+        chain, sections = job.layout in CHAIN_LAYOUTS, job.layout in SECTION_LAYOUTS
         try:
             if self.engine.config.tenant_bytes is not None and (why := self.engine._quota_reached(self.tenant)):
                 raise Stopped(why)
@@ -148,7 +149,7 @@ class TenantMemory:
             job.done, job.status = job.total, "done"
             self.engine.after_write(job.tenant)
         except Stopped as e:
-            owned = set(rt.exact.match(text)[1] if chain or job.layout == "seen" else ()) | set(
+            owned = set(rt.exact.match(text)[1] if chain else ()) | set(
                 rt.sections.keys(text) if sections else ())
             removed = rt.documents().remove_blocks(owned)[0]
             job.status = "cancelled" if str(e) == "cancelled" else "failed"
