@@ -289,7 +289,10 @@ def live_value(chat, value: str) -> bool:
     return any(has(f.value, value) for f in chat.glue.policy.facts())
 
 
-def updates(rt, split: str) -> dict:
+def updates(rt, split: str, ceiling: bool = True) -> dict:
+    """`split` through one memory chat, each question beside its in-context ceiling (`ceiling`
+    False: not read, the rows say None; a run beside another of the same model and system message
+    reads it once)."""
     items = UPDATES[split]
     chat = rt.chat(clear_context=True)
     first = [chat.send(s) for s, *_ in items]
@@ -299,16 +302,18 @@ def updates(rt, split: str) -> dict:
     rows = []
     for i, (s, u, q, old, new) in enumerate(items):
         r = chat.send(q)
-        ceiling = in_context(rt, conversation(rt, [s, u]), q)
+        read = in_context(rt, conversation(rt, [s, u]), q) if ceiling else None
         rows.append({"statement": s, "update": u, "question": q, "old": old, "new": new, "answer": r.answer,
                      "memory_replies": [first[i].answer, second[i].answer], "mounted": r.why,
                      "latest": has(r.answer, new) and not has(r.answer, old), "stale": has(r.answer, old),
                      "superseded": live_value(chat, new) and not live_value(chat, old), "abstained": r.abstained,
-                     "in_context": ceiling, "in_context_latest": has(ceiling, new) and not has(ceiling, old)})
+                     "in_context": read,
+                     "in_context_latest": None if read is None else has(read, new) and not has(read, old)})
     reviews = [it.line() for it in chat.glue.policy.reviews.pending()]
     return {"split": split, "rows": rows, "latest": sum(r["latest"] for r in rows),
             "superseded": sum(r["superseded"] for r in rows), "stale": sum(r["stale"] for r in rows),
-            "in_context_latest": sum(r["in_context_latest"] for r in rows), "n": len(rows), "reviews": reviews}
+            "in_context_latest": sum(bool(r["in_context_latest"]) for r in rows) if ceiling else None,
+            "n": len(rows), "reviews": reviews}
 
 
 def corrections(rt) -> dict:
@@ -432,7 +437,8 @@ def _pct(a: int, b: int) -> str:
 
 def _table(res: dict) -> list[str]:
     out = [f"{res.get('model') or 'smollm2-135m'} {res.get('dtype', 'float32')} (default flags otherwise; updates read by "
-           f"{res.get('extractor', 'rule')}, answers begun by lead {res.get('lead', 'model')}), greedy, plain questions, every memory chat with the live context "
+           f"{res.get('extractor', 'rule')}, answers begun by lead {res.get('lead', 'model')}, English layer "
+           f"{res.get('rules', 'on')}, later mentions {res.get('later', 0)} per routed turn), greedy, plain questions, every memory chat with the live context "
            "cleared every turn. In context = the same turns read as text, in order, then the question (memory off)."]
     if "updates" in res:
         out += _updates_table(res["updates"])
@@ -448,7 +454,8 @@ def _updates_table(updates: list[dict]) -> list[str]:
            "|---|---|---|---|---|---|"]
     for u in updates:
         abstained = sum(bool(r.get("abstained")) for r in u["rows"])
-        out.append(f"| {u['split']} | {_pct(u['latest'], u['n'])} | {_pct(u['in_context_latest'], u['n'])} | "
+        ceiling = "not read (--no-ceiling)" if u["in_context_latest"] is None else _pct(u["in_context_latest"], u["n"])
+        out.append(f"| {u['split']} | {_pct(u['latest'], u['n'])} | {ceiling} | "
                    f"{_pct(u['superseded'], u['n'])} | {u['stale']} | {abstained} |")
     out += ["", "What was tuned on what: TUNE: the phrasings grm/policy/updates.py's patterns were written against "
             "(session 5). HELD-OUT: written after them, not used to change the rules. Session 6 (the cue reader, "
@@ -510,13 +517,17 @@ def _updates_table(updates: list[dict]) -> list[str]:
             "in-context rows (Qwen declining questions about the user's own life under its template's default system "
             "message) and wrote GRM's system message (RuntimeConfig.system) and the ceiling's own conversation from "
             "its first four rows, so FRESH-18 is tuned from then. FRESH-19 (30) was written blind by a helper at the "
-            "start of session 15 and first run on 4c1fcee's code (fidelity-fresh19-*-first-run.md). No split is "
-            "blind to the code after it.",
+            "start of session 15 and first run on 4c1fcee's code (fidelity-fresh19-*-first-run.md). Session 16 read "
+            "FRESH-19's first ten rows from memory (what was mounted for each question) and wrote later mentions "
+            "(RuntimeConfig.later) and the English layer's one switch (RuntimeConfig.rules) from them, so FRESH-19 is "
+            "tuned from then. FRESH-20 and FRESH-21 (30 each) were written blind by a helper at the start of session 16 "
+            "and committed (d566dc1) before any code change of that session. No split is blind to the code after it.",
             "", "| split | update | question | memory | in context |", "|---|---|---|---|---|"]
     for u in updates:
         for r in u["rows"]:
             out.append(f"| {u['split']} | {r['update']} | {r['question']} | {'ok' if r['latest'] else 'NO'} "
-                       f"{r['answer'][:40]!r} | {'ok' if r['in_context_latest'] else 'NO'} {r['in_context'][:40]!r} |")
+                       f"{r['answer'][:40]!r} | " + ("-" if r["in_context"] is None else
+                       f"{'ok' if r['in_context_latest'] else 'NO'} {r['in_context'][:40]!r}") + " |")
     return out
 
 
@@ -582,7 +593,8 @@ def main(args: argparse.Namespace) -> int:
             with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24,
                               extractor=args.extractor, lead=args.lead, order=args.order, **floor(args)) as rt:
                 res["dtype"] = str(rt.lm.model.dtype).replace("torch.", "")
-                res["updates"] = [updates(rt.for_tenant(split), split) for split in (args.splits or UPDATES)]
+                res["rules"], res["later"] = rt.config.rules, rt.config.later
+                res["updates"] = [updates(rt.for_tenant(split), split, args.ceiling) for split in (args.splits or UPDATES)]
                 if args.splits:  # only these updates splits: no extractor, corrections or abstention
                     return _write(res, args, t0, threads)
                 res["model_extractor"] = model_extractor(rt)
@@ -601,7 +613,8 @@ def floor(args: argparse.Namespace) -> dict:
     """The runtime's abstain floor where `--abstain-floor` names one (grm/grafts/floor.py), and its
     system message where `--system` names one."""
     return ({} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}) | (
-        {} if args.system is None else {"system": args.system})
+        {} if args.system is None else {"system": args.system}) | (
+        {} if args.rules is None else {"rules": args.rules}) | ({} if args.later is None else {"later": args.later})
 
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
@@ -629,6 +642,12 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
     if args.system is not None:
         res["system"] = args.system
         name, flag = f"{name}-system-{args.system}", f"{flag} --system {args.system}"
+    if args.rules is not None:
+        name, flag = f"{name}-rules-{args.rules}", f"{flag} --rules {args.rules}"
+    if args.later is not None:
+        name, flag = f"{name}-later-{args.later}", f"{flag} --later {args.later}"
+    if not args.ceiling:
+        flag = f"{flag} --no-ceiling"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
     print("\n".join(_table(res)))
     return 0
@@ -656,6 +675,13 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", choices=("memory", "model"), default=None,
                    help="the system message of a model with a chat template (RuntimeConfig.system; default: the "
                         "runtime's, memory)")
+    p.add_argument("--rules", choices=("auto", "on", "off"), default=None,
+                   help="the English layer, one switch (RuntimeConfig.rules; default: the runtime's)")
+    p.add_argument("--later", type=int, default=None, metavar="N",
+                   help="later mentions mounted per routed turn (RuntimeConfig.later; default: the runtime's)")
+    p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                   help="updates splits: do not read the in-context ceiling (a run beside this one of the same "
+                        "model and system message reads it)")
     p.add_argument("--checks", action="store_true",
                    help="only the corrections and abstention checks (no updates splits, no model extractor)")
 

@@ -111,12 +111,20 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
                    help="%(choices)s: who reads a plain-words update of a fact memory holds (\"changed the wifi pw "
                         "to X\"): the rules (default), the model shown the turn and the facts held, or the rules "
                         "then the model")
+    p.add_argument("--rules", default="auto", choices=Choices("grm.runtime.config", "RULES"), metavar="ON",
+                   help="%(choices)s: the English layer, one switch: answer leads, facts and updates read from plain "
+                        "turns by rule, the abstain floor and its related words. off: the model reads memory as "
+                        "routed (memory commands and --extractor model stay); on: as --lead, --extractor say; "
+                        "auto (default): on")
+    p.add_argument("--later", type=int, default=1, metavar="N",
+                   help="per routed memory, mount up to N turns said after it that name one of its rare words "
+                        "(a name, a code, the old value), read after it; 0: off (default 1)")
 
 
 def mount_options(args: argparse.Namespace) -> dict[str, object]:
     """The RuntimeConfig fields `add_mount_flags` sets."""
     return {"repair": args.repair, "blend": args.blend, "reread": args.reread, "lead": args.lead,
-            "extractor": args.extractor}
+            "extractor": args.extractor, "rules": args.rules, "later": args.later}
 
 
 MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(default)s)"

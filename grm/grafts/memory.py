@@ -20,7 +20,9 @@ from grm.grafts.floor import DEFAULT_FLOOR, DocumentFrequencies, Grounding, decl
 from grm.grafts.graft import GRAFT_KINDS, KIND, PAYLOAD_PARENT, Graft, graft_id
 from grm.kv import KV
 from grm.kv.forward import read_after_sinks
-from grm.route import Channels, Hit, combine, search
+from grm.english.words import STOP_WORDS, stem
+from grm.route import Channels, Hit, LexicalConfig, combine, search
+from grm.route.lexical import WORD
 from grm.route.dense import encode_key, key_width, span_keys
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
 from grm.store import Record
@@ -28,6 +30,7 @@ from grm.store.kinds import BLOCK
 
 log = logging.getLogger("grm.grafts")
 QUESTION_TURN_WEIGHT = 0.5
+TURN_LABELS = frozenset({"user", "assistant"})  # how a harvested chat turn names its speakers: not its words
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,18 @@ class RouteConfig:
     # on something routed
     abstain_floor: float = DEFAULT_FLOOR
     channels: Channels = Channels()  # the channel (combined by default) and its scoring
+    # later mentions: per routed graft, at most this many evidence turns written after it that name
+    # one of its rare words (held by at most `rare` routable grafts: a name, a code, the old value),
+    # mounted after it ("not 4817 anymore, changed the combo to 2093" after "my locker code is
+    # 4817"); 0 turns it off (`GraftMemory.later`)
+    later: int = 0
+    rare: int = 3
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.seat_budget < 1:
             raise ValueError("k and seat_budget must be >= 1")
+        if self.later < 0 or self.rare < 2:
+            raise ValueError("later must be >= 0 and rare >= 2")
         if not 0 <= self.abstain_floor <= 1:
             raise ValueError("abstain_floor must be in [0, 1]")
         if not 0 <= self.relative_floor <= 1:
@@ -297,6 +308,44 @@ class GraftMemory:
                 parents.add(g.parent)
             out.append(Routed(g, h.score, h.bm25, h.identifiers, h.dense))
             used += g.tokens
+        return out
+
+    def later(self, routed: list[Routed], exclude: frozenset[str] = frozenset(),
+              seat_budget: int | None = None) -> list[Routed]:
+        """`routed` with each graft's later mentions placed before it (best first: so mounted
+        after it, nearer the question): up to `RouteConfig.later` evidence turns written after it
+        that share its rare words (content words at most `RouteConfig.rare` routable grafts hold),
+        ranked as lexical routing ranks them (BM25 over those words, a shared name or number
+        first), not a turn that only asks, within the seat budget. What was said
+        later about the same name or value is read after it, as a conversation reads; the routed
+        score is the source's (`identifiers` names the words shared)."""
+        cfg = self.config
+        if not cfg.later or not routed:
+            return routed
+        _, df = self.index().frequencies()
+        budget = (seat_budget or cfg.seat_budget) - sum(r.graft.tokens for r in routed)
+        taken = {r.graft.id for r in routed} | set(exclude)
+        out: list[Routed] = []
+        for r in routed:
+            words = list(dict.fromkeys(w for w in WORD.findall(declarative(r.graft.text))
+                                       if w.casefold() not in STOP_WORDS | TURN_LABELS
+                                       and 2 <= df.get(stem(w), 0) <= cfg.rare))
+            after: list[Routed] = []
+            if words and r.graft.kind != "digest":
+                def keep(rec: Record, src: Graft = r.graft) -> bool:
+                    return (self._mine(rec) and not rec.meta.get("retired") and rec.key not in taken
+                            and rec.meta.get("kind") == "evidence" and float(rec.meta.get("created", 0.0)) > src.created
+                            and not only_asks(rec.text or ""))
+                for h in search(self.store, self.tenant, " ".join(words), KIND, LexicalConfig(), keep=keep):
+                    g = Graft.from_record(h.record)
+                    if len(after) == cfg.later or g.tokens > budget:
+                        continue
+                    shared = tuple(w for w in words if w.casefold() in (g.text or "").casefold())
+                    after.append(Routed(g, r.score, h.bm25, shared, r.dense))
+                    taken.add(g.id)
+                    budget -= g.tokens
+            out.extend(after)  # best first: the best-matching later turn is mounted last, nearest the question
+            out.append(r)
         return out
 
     def grounding(self, query: str, routed: list[Routed], floor: float | None = None,

@@ -4,7 +4,7 @@ store. Start at `PolicyMemory` (`grm.policy.memory`), whose docstring says what 
 calls and when."""
 
 from grm.policy.config import PolicyConfig
-from grm.policy.extract import Extractor, RuleExtractor, canonical, parse_statement
+from grm.policy.extract import Extractor, NoExtractor, RuleExtractor, canonical, parse_statement
 from grm.policy.fact import INTENTS, LIFETIMES, Evidence, Fact, FactProposal, Scope
 from grm.policy.fold import Folder, FoldResult, Node, SourceTurn
 from grm.policy.grammar import Command, Malformed, parse
@@ -14,6 +14,6 @@ from grm.policy.rules import Candidate, Decision, decide
 
 __all__ = [
     "INTENTS", "LIFETIMES", "Candidate", "Command", "CommandResult", "Decision", "Evidence", "Extractor", "Fact",
-    "FactProposal", "FoldResult", "Folder", "Malformed", "Node", "Outcome", "PolicyConfig", "PolicyMemory",
+    "FactProposal", "FoldResult", "Folder", "Malformed", "NoExtractor", "Node", "Outcome", "PolicyConfig", "PolicyMemory",
     "ReviewItem", "RuleExtractor", "Scope", "SourceTurn", "canonical", "decide", "parse", "parse_statement",
 ]

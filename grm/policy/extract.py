@@ -360,3 +360,13 @@ class RuleExtractor:
 
     def propose(self, text: str, evidence_id: str, now: float) -> list[FactProposal]:
         return parse_statement(text, self.intent, self.updates)
+
+
+class NoExtractor:
+    """Reads nothing from a plain turn (RuntimeConfig.rules "off"): facts come from memory commands
+    (grm/policy/grammar.py), and updates from the model where `--extractor model` asks it."""
+
+    name = "none"
+
+    def propose(self, text: str, evidence_id: str, now: float) -> list[FactProposal]:
+        return []

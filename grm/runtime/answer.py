@@ -379,10 +379,11 @@ def route_memory(ctx: Context, text: str, exclude: frozenset[str] = frozenset(),
 
 def route_grafts(ctx: Context, text: str, exclude: frozenset[str] = frozenset()) -> list[Routed]:
     """Grafts routed for `text`: never a superseded fact, a stale turn or a folded one; a routed
-    digest descends to its best source turn."""
+    digest descends to its best source turn; each brings the turns that mention it later
+    (GraftMemory.later, RuntimeConfig.later)."""
     glue = ctx.policy()
     exclude = exclude | glue.exclusions()
-    return glue.descend(ctx.grafts.route(text, exclude=exclude), text, exclude)
+    return ctx.grafts.later(glue.descend(ctx.grafts.route(text, exclude=exclude), text, exclude), exclude)
 
 
 def plan_grafts(ctx: Context, question: str, max_new: int) -> Ready | None:

@@ -19,7 +19,8 @@ ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
 REREAD = ("auto", "never", "always")
 LEADS = ("auto", "rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)  # mount or re-read a routed graft (grm/grafts/reread.py)
 ORDERS = ("relevance", "time")  # routed grafts in the arena (RuntimeConfig.order)
-EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (RuntimeConfig.extractor)
+EXTRACTORS = ("rule", "model", "both")
+RULES = ("auto", "on", "off")  # the English layer (RuntimeConfig.rules)  # who reads plain-words updates (RuntimeConfig.extractor)
 # seen (default): sections, and a document's chain blocks stored when a prompt first reads it (one
 # layout's bytes: bench/results/bytes-per-token.md); both: chain blocks and sections at ingest,
 # sharing the first block; chain; sections
@@ -84,6 +85,15 @@ class RuntimeConfig:
     # "model" (the model shown the turn and the facts held, grm/policy/model_extract.py), "both"
     # (the rules, then the model where they read none); facts stated plainly are the rules' in all
     extractor: str = "rule"
+    # the English layer, one switch: the answer leads (grm/runtime/lead.py), the rules reading facts
+    # and updates from plain turns (grm/policy/extract.py, updates.py, align.py), the abstain floor
+    # and its related-words fallback (grm/grafts/floor.py). "off": the model reads memory as routed
+    # (lead off, no floor, no fact read from a turn by rule; memory commands and `--extractor model`
+    # stay); "on": each family as its own option says; "auto" (default): `rules_for` the model
+    rules: str = "auto"
+    # later mentions (grm/grafts/memory.py GraftMemory.later): per routed graft, this many evidence
+    # turns written after it that name one of its rare words, mounted after it; 0 = off
+    later: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
     # the system message a model asked through its chat template reads first in every request (in
@@ -131,6 +141,12 @@ class RuntimeConfig:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
         if not 0 <= self.abstain_floor <= 1 or not self.abstain_line.strip():
             raise UserInputError("abstain floor must be in [0, 1] and the abstain line not empty")
+        if self.rules not in RULES:
+            raise UserInputError(f"bad rules choice {self.rules!r}: one of {', '.join(RULES)}")
+        if self.rules == "off" and self.lead not in ("auto", "off"):
+            raise UserInputError(f"--rules off reads questions plain: it cannot take --lead {self.lead}")
+        if self.later < 0:
+            raise UserInputError("--later must be >= 0")
         if self.extractor not in EXTRACTORS:
             raise UserInputError(f"bad extractor {self.extractor!r}: one of {', '.join(EXTRACTORS)}")
         if not self.system.strip():

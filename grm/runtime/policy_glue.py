@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from grm.errors import UserInputError
 from grm.grafts import Graft, Routed
-from grm.policy import Fact, FoldResult, PolicyConfig, PolicyMemory, RuleExtractor
+from grm.policy import Fact, FoldResult, NoExtractor, PolicyConfig, PolicyMemory, RuleExtractor
 from grm.policy.memory import AlignedReader, about_the_user
 from grm.policy.model_extract import ModelUpdateReader
 from grm.policy.exclusions import Exclusions
@@ -102,8 +102,11 @@ class PolicyGlue:
         choice = ctx.config.extractor  # who reads plain-words updates: the rules, the model, or both in turn
         model = ModelUpdateReader(self.complete, rank=self.nearest_facts)
         readers = {"rule": [AlignedReader()], "model": [model], "both": [AlignedReader(), model]}[choice]
+        extractor = RuleExtractor(updates=choice != "model")
+        if ctx.config.rules == "off":  # no rule reads a plain turn (RuntimeConfig.rules); the model may
+            readers, extractor = [r for r in readers if r is model], NoExtractor()
         self.policy = PolicyMemory(store, PolicyConfig(tenant=ctx.config.tenant),
-                                   extractor=RuleExtractor(updates=choice != "model"), readers=readers,
+                                   extractor=extractor, readers=readers,
                                    grafter=self.fact_graft, culler=self.cull)
         self.fold_results: list[FoldResult] = []
         self.excluded = Exclusions(self.policy.index)

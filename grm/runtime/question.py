@@ -53,6 +53,12 @@ def lead_for(lm: LoadedModel) -> str:
     return "off" if lm.tokenizer.template is not None else "model"
 
 
+def rules_for(lm: LoadedModel) -> str:
+    """What RuntimeConfig.rules "auto" is for `lm`: "on" (the English layer as each family's own
+    option says) until a blind set says otherwise for a model asked through its chat template."""
+    return "on"
+
+
 def fit_lead(lead: str | None, read: Iterable[str], question: str = "") -> str | None:
     """`lead` fitted to the texts read before the question:
 

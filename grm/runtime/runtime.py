@@ -36,7 +36,7 @@ from grm.route import Channels
 from grm.runtime import answer as pipeline
 from grm.runtime import batch as batching
 from grm.runtime.answer import Context, Generation, Ready
-from grm.runtime.question import lead_for, question_text
+from grm.runtime.question import lead_for, question_text, rules_for
 from grm.runtime.chat import ChatSession
 from grm.runtime.config import (ASK_MODES, CHAIN_LAYOUTS, DEFAULT_LAYOUT, FIRST_BLOCKS, LAYOUTS, SECTION_LAYOUTS,
                                 RuntimeConfig)
@@ -80,7 +80,8 @@ class Runtime:
         self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
                                                           channels=Channels(channel=config.channel),
-                                                          abstain_floor=config.abstain_floor), archive=self.archive)
+                                                          abstain_floor=config.abstain_floor, later=config.later),
+                                  archive=self.archive)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)
         self._glue: PolicyGlue | None = None  # the tenant's one policy plane (built on first use)
@@ -106,6 +107,10 @@ class Runtime:
             log.warning("%s has random weights: its answers are meaningless (for speed and memory only)", lm.name)
         if lm.tokenizer.template is not None:
             lm.tokenizer.use_system(config.system_text(lm.tokenizer.template.system))
+        if config.rules == "auto":
+            config = replace(config, rules=rules_for(lm))
+        if config.rules == "off":  # the English layer off: the question plain, no floor (RuntimeConfig.rules)
+            config = replace(config, lead="off", abstain_floor=0.0)
         if config.lead == "auto":
             config = replace(config, lead=lead_for(lm))
         dialect = dialect_for(lm.model)

@@ -16,6 +16,8 @@ Expectations:
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -332,3 +334,31 @@ def test_sibling_slices_may_mount_together_but_never_with_their_parent(make_runt
     rt.grafts.retire([g.id], into=kids[0].id)  # as `cull graft` does
     ids = [r.graft.id for r in rt.grafts.route("Velmora Quintar 7781", k=3)]
     assert set(ids) == {k.id for k in kids}  # both halves hold an identifier: both mounted
+
+
+def test_a_routed_turn_brings_the_later_turn_naming_its_rare_words(make_runtime):
+    rt = make_runtime(later=1)
+    old = harvest(rt, "User: The code for my gym locker is 4817.\n\n", salt="1")
+    harvest(rt, "User: The weather was grey all week.\n\n", salt="2")
+    new = harvest(rt, "User: not 4817 anymore, changed the combo to 2093\n\n", salt="3")
+    asked = harvest(rt, "User: What is the code 4817 for?\n\n", salt="4")  # only asks: never brought
+    routed = rt.grafts.route("gym locker code", channel="lexical")
+    assert [r.graft.id for r in routed] == [old.id]
+    got = rt.grafts.later(routed)
+    assert [r.graft.id for r in got] == [new.id, old.id]  # mounted after its source, nearest the question
+    assert got[0].identifiers == ("4817",) and got[0].score == routed[0].score
+    assert asked.id not in [r.graft.id for r in got]
+    assert rt.grafts.later(got[:1]) == got[:1]  # nothing said after the newest turn
+    assert rt.grafts.later(routed, exclude=frozenset({new.id})) == routed  # an excluded turn is never brought
+    rt.grafts.config = dataclasses.replace(rt.grafts.config, later=0)  # --later 0
+    assert rt.grafts.later(routed) == routed
+
+
+def test_a_rare_word_is_one_few_grafts_hold(make_runtime):
+    rt = make_runtime(later=1)
+    src = harvest(rt, "User: My sister lives in Tacoma.\n\n", salt="1")
+    for i in range(4):  # "sister" in five grafts: no longer rare (RouteConfig.rare 3)
+        harvest(rt, f"User: my sister phoned on day {i}\n\n", salt=f"s{i}")
+    routed = rt.grafts.route("Tacoma", channel="lexical")
+    assert [r.graft.id for r in routed] == [src.id]
+    assert rt.grafts.later(routed) == routed

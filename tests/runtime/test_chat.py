@@ -98,6 +98,22 @@ def test_bad_turns(make_runtime):
         chat.send("x" * 20_000)
 
 
+def test_rules_off_reads_no_fact_from_a_plain_turn_and_keeps_the_commands(make_runtime):
+    rt = make_runtime(max_new_tokens=2, rules="off")
+    assert (rt.config.rules, rt.config.lead, rt.config.abstain_floor) == ("off", "off", 0.0)
+    chat = rt.chat(clear_context=True)
+    chat.send("My locker code is 1234.")
+    assert chat.glue.policy.facts() == []  # no rule read the turn: it is memory as evidence only
+    assert chat.send("remember: my bike lock code is 9090").changed
+    assert [f.value for f in chat.glue.policy.facts()] == ["9090"]
+    r = chat.send("What is my locker code?")  # no floor: what is routed is read, never abstained
+    assert not r.abstained and r.mounted
+    assert make_runtime(max_new_tokens=2, rules="on", store=rt.config.store.parent / "on").config.rules == "on"
+    for bad in ({"rules": "maybe"}, {"rules": "off", "lead": "rules"}, {"later": -1}):
+        with pytest.raises(UserInputError):
+            make_runtime(store=rt.config.store.parent / "bad", **bad)
+
+
 def test_commands_and_supersession_hide_stale_memory(make_runtime):
     rt = make_runtime(max_new_tokens=3)
     chat = rt.chat(clear_context=True)
