@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from grm.cli.common import MAX_NEW_TOKENS_HELP, positive_int
+from grm.cli.common import MAX_NEW_TOKENS_HELP, positive_int, seconds
+from grm.demo.run import COLD_BUDGET_S
 from grm.errors import UserInputError
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"  # present in a checkout, not in a wheel
@@ -27,6 +28,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                        description="Ingest a small corpus, answer questions cold (no memory) and warm (a new "
                        "process loading stored K/V), and print what memory saved.")
     p.add_argument("--max-new-tokens", type=positive_int, default=16, metavar="N", help=MAX_NEW_TOKENS_HELP)
+    p.add_argument("--cold-budget", type=seconds, default=COLD_BUDGET_S, metavar="S",
+                   help="seconds of cold reading: a larger document whose cold read, projected from the last one's "
+                        "speed, would pass it is left out and named (0: read all three; default %(default)g)")
     p.set_defaults(handler=run_demo)
 
     names = benchmarks()

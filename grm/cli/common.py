@@ -68,6 +68,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text!r}")
+    return value
+
+
 def byte_count(text: str) -> int:
     """argparse type: '64M', '512k', '1G' or a plain byte count."""
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

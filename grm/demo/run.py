@@ -2,9 +2,11 @@
 
 1. Three news documents of ~500, ~2,000 and ~6,000 tokens (the Lee corpus from the gensim wheel,
    fetched through pip once) are each asked a question COLD: the model reads the document and the
-   question, nothing stored (`memory=False`).
-2. The documents are ingested (layout `both`: chain blocks and sections) and a short memory chat tells GRM
-   a fact, with the live context cleared every turn.
+   question, nothing stored (`memory=False`). The cold reads keep to a budget (`--cold-budget`,
+   3 minutes): a larger document whose cold read, projected from the last one's rate, would pass it
+   is left out and named, so the demo stays inside a few minutes on a slow CPU.
+2. The documents read are ingested (layout `chain`: the blocks the warm prompts start with, one read
+   per document) and a short memory chat tells GRM a fact, with the live context cleared every turn.
 3. A NEW process opens the store and asks the same prompts WARM (the documents' blocks come from
    stored K/V, only the question is read), and asks the chat's question in a new chat with a
    cleared context: the fact comes back only through memory.
@@ -52,6 +54,20 @@ CHAT_FACT = "remember permanently: my locker code is 4471"
 CHAT_FILLER = "The harbor was busy this morning."
 CHAT_QUESTION = "What is my locker code?"
 CHAT_EXPECTED = "4471"
+COLD_BUDGET_S = 180.0  # seconds of cold reading the demo spends by default (`--cold-budget`; 0: no budget)
+PROJECTION = 1.25  # a longer document's cold read, projected from a shorter one's rate, is this much slower per token
+
+
+def projected_s(tokens: int, rate: float) -> float:
+    """A cold read of `tokens` at `rate` tokens per second measured on a shorter one (attention
+    grows with the length: PROJECTION)."""
+    return tokens / rate * PROJECTION
+
+
+def within_budget(spent: float, tokens: int, rate: float | None, budget: float) -> bool:
+    """Whether a cold read of `tokens` fits the budget after `spent` seconds (the first document,
+    with no rate yet, always does; budget 0: every one does)."""
+    return rate is None or budget <= 0 or spent + projected_s(tokens, rate) <= budget
 
 
 def prompt_of(doc: DemoDoc, text: str) -> str:
@@ -74,8 +90,8 @@ def warm_phase(job_file: str) -> int:
     with _waiting("the new process loads the model", show):
         rt = Runtime.open(config)
     with rt, tqdm(total=len(job["prompts"]) + 1, desc="warm", unit="ask", disable=not show, leave=False) as bar:
-        for doc, prompt in zip(DOCS, job["prompts"]):
-            bar.set_postfix_str(doc.name)
+        for name, prompt in zip(job["docs"], job["prompts"]):
+            bar.set_postfix_str(name)
             a = rt.ask(prompt, max_new_tokens=job["max_new_tokens"])
             print(json.dumps(a.to_json()), flush=True)
             bar.update()
@@ -127,29 +143,39 @@ def run_demo(args) -> int:
     with _waiting("loading the model", show):
         rt = Runtime.open(config)
     with rt:
-        cold = []
-        with tqdm(DOCS, desc="cold", unit="doc", disable=not show, leave=False) as bar:
-            for d, p in zip(bar, prompts):
+        cold, docs, spent, rate = [], [], 0.0, None
+        with tqdm(total=len(DOCS), desc="cold", unit="doc", disable=not show, leave=False) as bar:
+            for d, p in zip(DOCS, prompts):
+                tokens = len(rt.lm.tokenizer.encode(p))
+                if not within_budget(spent, tokens, rate, args.cold_budget):
+                    out(f"    {d.name} left out: its cold read would take ~{projected_s(tokens, rate) / 60:.0f} min "
+                        f"here, over the demo's {args.cold_budget:g} s for cold reads (--cold-budget 0 reads it)")
+                    break
                 bar.set_postfix_str(f"{d.name}: the model reads it all")
                 cold.append(rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens))
+                docs.append(d)
+                spent += cold[-1].ttft_s
+                rate = cold[-1].prompt_tokens / max(cold[-1].ttft_s, 1e-9)
+                bar.update()
+        prompts = prompts[:len(docs)]
         out(f"3/4 storing the documents' K/V once, and telling a chat a fact: {CHAT_FACT!r} ...")
-        # `both`: the warm prompts start with these documents, so their chain blocks are stored now
-        # (the default `seen` would store them at the first warm prompt, which would read them)
-        rt.ingest([corpus / d.name for d in DOCS], layout="both", progress=show)
+        # `chain`: the blocks the warm prompts start with, read once each (the default `seen` would
+        # store them at the first warm prompt, which would read them; sections are not asked here)
+        rt.ingest([corpus / d.name for d in docs], layout="chain", progress=show)
         chat = rt.chat(clear_context=True)
         told = [chat.send(t) for t in tqdm((CHAT_FACT, CHAT_FILLER), desc="chat", unit="turn", disable=not show,
                                              leave=False)]
     out("4/4 a new process: the same prompts warm (K/V from the store), and the chat's question ...")
     job = store.parent / "warm-job.json"
-    job.write_text(json.dumps({"config": options, "prompts": prompts, "max_new_tokens": args.max_new_tokens,
-                               "progress": show}))
+    job.write_text(json.dumps({"config": options, "docs": [d.name for d in docs], "prompts": prompts,
+                               "max_new_tokens": args.max_new_tokens, "progress": show}))
     # its stderr (progress, warnings, an error) goes straight to ours; stdout is its answers
     proc = subprocess.run([sys.executable, "-m", "grm.demo.warm", str(job)], stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         return proc.returncode or 2
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     warm, recall = lines[:-1], lines[-1]["chat"]
-    rows = [_row(d, c.to_json(), w) for d, c, w in zip(DOCS, cold, warm)]
+    rows = [_row(d, c.to_json(), w) for d, c, w in zip(docs, cold, warm)]
     chat_row = {"told": [t.user for t in told], "question": CHAT_QUESTION, "answer": recall["answer"],
                 "correct": CHAT_EXPECTED in recall["answer"], "mounted": recall["mounted"],
                 "context_cleared": True, "new_process": True}
@@ -157,6 +183,7 @@ def run_demo(args) -> int:
     chart = store.parent / "grm-demo-ttft.png"
     _chart(rows, chart)
     summary = {"store": str(store), "store_bytes": size, "chart": str(chart), "rows": rows, "chat": chat_row,
+               "left_out": [d.name for d in DOCS[len(docs):]],
                "all_correct": all(r["correct_cold"] and r["correct_warm"] for r in rows) and chat_row["correct"]}
     if args.json:
         print(json.dumps(summary, ensure_ascii=False))
