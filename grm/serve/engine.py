@@ -140,15 +140,18 @@ class ReadTally:
         self._mark = self.reads.snapshot()
 
 
-def _noting(steps: Generator, note: Callable[[Any], None]) -> Generator:
-    """`steps` (an `answering` generator), its Decoding given to `note` as it is yielded."""
+def _decoded(steps: Generator, tally: ReadTally) -> Generator[Any, None, tuple[Any, int]]:
+    """An `answering` generator's Decoding yielded to be generated (alone or in the batch; the
+    model's reads meanwhile are other requests', not tallied), then (its answer, decode steps);
+    (the answer, 0) where nothing is generated (an abstention)."""
     try:
         dec = next(steps)
     except StopIteration as done:
-        return done.value
-    note(dec)
+        return done.value, 0
+    tally.pause()
     yield dec
-    return resume(steps)
+    tally.resume()
+    return resume(steps), dec.seq.steps
 
 
 class Engine:
@@ -428,17 +431,7 @@ class Engine:
                 on_delta(delta)
             return not job.cancelled.is_set()
 
-        steps = self._ask(rt, req, on_token)
-        try:
-            dec = next(steps)
-        except StopIteration as done:  # nothing to generate (an abstention)
-            ans, decode_steps = done.value, 0
-        else:
-            tally.pause()
-            yield dec  # generated while other requests are served: what the model reads then is theirs
-            tally.resume()
-            decode_steps = dec.seq.steps
-            ans = self.rt.resume(steps)
+        ans, decode_steps = yield from _decoded(self._ask(rt, req, on_token), tally)
         n_out = getattr(ans, "completion_tokens", None)
         if n_out is None:  # Answer does not count generated tokens (yet): the answer's reading
             n_out = min(req.max_tokens, len(self.rt.lm.tokenizer.encode(ans.answer))) if ans.answer else 0
@@ -468,29 +461,34 @@ class Engine:
 
     def ask(self, tenant: str, question: str, mode: str, max_new_tokens: int | None) -> Job:
         """Queue `grm ask`'s call (grm/serve/ask_api.py): Runtime.ask(question, mode, max_new_tokens)
-        for `tenant`; the job's result is Answer.to_json(). Cancelled at the next token."""
+        for `tenant`, generated in the batch as a chat is; the job's result is Answer.to_json().
+        Cancelled at the next token."""
         holder: dict[str, Job] = {}
         req = GenRequest(question, max_new_tokens or self.rt.config.max_new_tokens, endpoint="ask", mode=mode)
 
-        def fn() -> dict:
-            tally, seqs = ReadTally(self.rt.reads), []
-            steps = self.view(tenant).answering(question, mode=mode, max_new_tokens=max_new_tokens,
-                                                on_token=lambda _d: not holder["job"].cancelled.is_set())
-            ans = self.rt.alone(_noting(steps, seqs.append))
-            tally.pause()
-            reads = {"tokens": tally.tokens, "calls": tally.calls, "decode_steps": sum(d.seq.steps for d in seqs)}
-            rid = "req-" + secrets.token_hex(6)
-            n_out = getattr(ans, "completion_tokens", 0)
-            self._record(tenant, req, rid, ans, "cancelled" if holder["job"].cancelled.is_set() else ans.finish_reason,
-                         n_out, reads)
-            if self.metrics is not None:
-                self.metrics.observe_answer(tenant, "ask", ans, True)
-                self.metrics.observe_reads(tenant, **reads)
-            self.after_write(tenant)  # the runtime counted its mounts (the tiering policy's heat)
-            return ans.to_json()
+        def steps() -> Generator:
+            return self._asking(tenant, req, max_new_tokens, holder["job"])
 
-        holder["job"] = job = self.submit(tenant, "ask", fn)
+        holder["job"] = job = self.submit(tenant, "ask", lambda: self.rt.alone(steps()), steps=steps)
         return job
+
+    def _asking(self, tenant: str, req: GenRequest, max_new_tokens: int | None, job: Job) -> Generator[Any, None, dict]:
+        """`ask` as steps: the question planned and read, its Decoding yielded to be generated
+        (alone or in the batch), then the answer recorded (trace, metrics, the tiering's heat)."""
+        tally = ReadTally(self.rt.reads)
+        steps = self.view(tenant).answering(req.prompt, mode=req.mode, max_new_tokens=max_new_tokens,
+                                            on_token=lambda _d: not job.cancelled.is_set())
+        ans, decode_steps = yield from _decoded(steps, tally)
+        tally.pause()
+        reads = {"tokens": tally.tokens, "calls": tally.calls, "decode_steps": decode_steps}
+        rid = "req-" + secrets.token_hex(6)
+        n_out = getattr(ans, "completion_tokens", 0)
+        self._record(tenant, req, rid, ans, "cancelled" if job.cancelled.is_set() else ans.finish_reason, n_out, reads)
+        if self.metrics is not None:
+            self.metrics.observe_answer(tenant, "ask", ans, True)
+            self.metrics.observe_reads(tenant, **reads)
+        self.after_write(tenant)  # the runtime counted its mounts (the tiering policy's heat)
+        return ans.to_json()
 
     def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Generator:
         """The runtime call. Exact mode (every chat, and completions by default): the prompt as given

@@ -7,6 +7,8 @@ Expectations:
 2. A client that disconnects mid-stream stops its own generation (finish "cancelled") while the
    others in the batch finish with the answers they get alone.
 3. --batch 1 generates one answer at a time: no batched step at all.
+3a. `grm ask`'s endpoint (/v1/ask) waiting beside others is decoded in the same batch, each answer
+   the one it gets alone.
 4. --batch below 1 is refused; `grm serve --help` names the default, the ServeConfig default.
 """
 
@@ -130,6 +132,50 @@ def test_a_disconnected_stream_leaves_the_batch_and_the_others_finish(fresh_serv
     assert out == [_send(srv, *req) for req in others]
     steps, rows = _steps(srv)
     assert rows / steps > 1
+
+
+def _ask(srv, tenant: str, question: str, mode: str) -> str:
+    r = httpx.post(srv.url + "/v1/ask", json={"question": question, "mode": mode, "max_new_tokens": 9},
+                   headers=srv.headers(tenant), timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()["answer"]
+
+
+def _ingest(srv, tenant: str, text: str) -> None:
+    r = httpx.post(srv.url + "/v1/documents", json={"name": "notes.txt", "text": text}, headers=srv.headers(tenant),
+                   timeout=60)
+    assert r.status_code in (200, 202), r.text
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = httpx.get(srv.url + f"/v1/jobs/{r.json()['id']}", headers=srv.headers(tenant), timeout=60).json()
+        if job["status"] == "done":
+            return
+        assert job["status"] in ("queued", "running"), job
+        time.sleep(0.05)
+    raise AssertionError("ingest did not finish")
+
+
+def test_asks_are_decoded_in_the_batch_beside_chats(fresh_server):
+    srv = fresh_server(batch=4)
+    for tenant in ("alice", "bob"):
+        _ingest(srv, tenant, "The harbor master of Quintar keeps the blue ledger. The orchard grows apples.")
+    asks = [("alice", "Where is the harbor?", "none"), ("bob", "What does the orchard grow?", "none"),
+            ("alice", "Who keeps the ledger?", "grafts")]
+    out: list[str | None] = [None] * (len(asks) + 1)
+    gate = _hold(srv)
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, _ask(srv, *asks[i]))) for i in range(len(asks))]
+    threads.append(threading.Thread(target=lambda: out.__setitem__(len(asks), _send(srv, *REQUESTS[0]))))
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while srv.engine.queue_depth < len(threads) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate.set()
+    for t in threads:
+        t.join(120)
+    steps, rows = _steps(srv)
+    assert steps > 0 and rows / steps > 1  # the asks decoded together, not one at a time
+    assert out == [_ask(srv, *a) for a in asks] + [_send(srv, *REQUESTS[0])]
 
 
 def test_batch_1_generates_one_at_a_time(fresh_server):
