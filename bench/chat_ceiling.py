@@ -180,14 +180,15 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
 
 
 def run_split(model: str | None, threads: int, store: Path, split: str, harvest: str | None, max_new: int,
-              turns: int = 51) -> dict:
+              turns: int = 51, rules: str | None = None) -> dict:
     from grm.runtime import Runtime
 
     lines = script(split, turns)
     needles = NEEDLES[split]
     n = len(needles)
     t0 = time.perf_counter()
-    with Runtime.open(store=store, model=model, threads=threads, max_new_tokens=max_new) as rt:
+    with Runtime.open(store=store, model=model, threads=threads, max_new_tokens=max_new,
+                      **({"rules": rules} if rules else {})) as rt:
         chat = rt.chat(clear_context=True)
         if harvest is not None:
             chat.harvest = harvest  # before the first turn: every turn of the run is harvested this way
@@ -299,7 +300,7 @@ def main_long(args: argparse.Namespace, threads: int) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         for split in splits:
-            runs.append(run_split(args.model, threads, Path(d) / split, split, None, 32, args.turns))
+            runs.append(run_split(args.model, threads, Path(d) / split, split, None, 32, args.turns, args.rules))
             r = runs[-1]
             print(f"{split}: memory {r['memory']}/16 ceiling {r['ceiling']}/16 all-needles {r['all_needles']}/16 "
                   f"window {r['window']}/16 ({r['seconds']:.0f} s)", file=sys.stderr, flush=True)
@@ -307,6 +308,8 @@ def main_long(args: argparse.Namespace, threads: int) -> int:
     name = f"chat_ceiling-{args.turns}" + (f"-{args.split}" if args.split else "") + (f"-{args.model}" if args.model else "")
     cmd = f"python bench/chat_ceiling.py --threads {threads} --turns {args.turns}" + (
         f" --split {args.split}" if args.split else "") + (f" --model {args.model}" if args.model else "")
+    if args.rules:
+        name, cmd = f"{name}-rules-{args.rules}", f"{cmd} --rules {args.rules}"
     table = _long_table(runs, model)
     write_results(name, {"model": model, "runs": runs, "seconds": time.perf_counter() - t0}, table, cmd)
     print("\n".join(table))
@@ -327,7 +330,8 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as d:
         for split in splits:
             for harvest in harvests:
-                runs.append(run_split(args.model, threads, Path(d) / f"{split}-{harvest}", split, harvest, 32))
+                runs.append(run_split(args.model, threads, Path(d) / f"{split}-{harvest}", split, harvest, 32,
+                                      rules=getattr(args, "rules", None)))
                 r = runs[-1]
                 print(f"{split} {harvest}: memory {r['memory']}/16 ceiling {r['ceiling']}/16 reread {r['reread']}/16 "
                       f"mounted {r['needle_mounted']}/16 ({r['seconds']:.0f} s)", file=sys.stderr, flush=True)
@@ -341,6 +345,8 @@ def main(args: argparse.Namespace) -> int:
     name = "chat_ceiling" + (f"-{args.model}" if args.model else "") + (f"-{args.split}" if getattr(args, "split", None) else "")
     if getattr(args, "harvests", None):  # a subset: kept apart from the full comparison of harvest modes
         name += "-" + "-".join(harvests)
+    if getattr(args, "rules", None):
+        name, cmd = f"{name}-rules-{args.rules}", f"{cmd} --rules {args.rules}"
     write_results(name, res, _table(runs, model), cmd,
                   quick=args.quick)
     print("\n".join(_table(runs, model)))
@@ -352,6 +358,8 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--harvests", type=lambda t: tuple(t.split(",")), default=None,
                    help=f"51 turns: only these harvest modes, comma-separated (of {', '.join(HARVESTS)}; default all)")
     p.add_argument("--split", choices=tuple(NEEDLES), default=None, help="one split only (default both)")
+    p.add_argument("--rules", choices=("auto", "on", "off"), default=None,
+                   help="the English layer, one switch (RuntimeConfig.rules; default: the runtime's)")
 
 
 if __name__ == "__main__":
