@@ -124,9 +124,10 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
                         "then the model")
     p.add_argument("--rules", default="auto", choices=Choices("grm.runtime.config", "RULES"), metavar="ON",
                    help="%(choices)s: the English layer, one switch: answer leads, facts and updates read from plain "
-                        "turns by rule, the abstain floor and its related words. off: the model reads memory as "
-                        "routed (memory commands and --extractor model stay); on: as --lead, --extractor say; "
-                        "auto (default): on")
+                        "turns by rule, the abstain floor and its related words. off: each of them left at its "
+                        "default is off and the model reads memory as routed (memory commands stay; --lead and "
+                        "--extractor given still apply); on: as those options say; "
+                        "auto (default): off for a model with a chat template, on otherwise")
     p.add_argument("--later", type=int, default=1, metavar="N",
                    help="per routed memory, mount up to N turns said after it that name one of its rare words "
                         "(a name, a code, the old value), read after it; 0: off (default 1)")

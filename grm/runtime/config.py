@@ -87,9 +87,11 @@ class RuntimeConfig:
     extractor: str = "rule"
     # the English layer, one switch: the answer leads (grm/runtime/lead.py), the rules reading facts
     # and updates from plain turns (grm/policy/extract.py, updates.py, align.py), the abstain floor
-    # and its related-words fallback (grm/grafts/floor.py). "off": the model reads memory as routed
-    # (lead off, no floor, no fact read from a turn by rule; memory commands and `--extractor model`
-    # stay); "on": each family as its own option says; "auto" (default): `rules_for` the model
+    # and its related-words fallback (grm/grafts/floor.py). "off": each family left at its default is
+    # off, so the model reads memory as routed (lead off, no floor, no fact read from a turn by rule;
+    # memory commands stay; a family's own option given still applies, e.g. `--extractor model`);
+    # "on": each family as its own option says; "auto" (default): off for a model asked through
+    # its chat template, on otherwise (grm/runtime/question.rules_for, measured on blind update sets)
     rules: str = "auto"
     # later mentions (grm/grafts/memory.py GraftMemory.later): per routed graft, this many evidence
     # turns written after it that name one of its rare words, mounted after it; 0 = off
@@ -143,8 +145,6 @@ class RuntimeConfig:
             raise UserInputError("abstain floor must be in [0, 1] and the abstain line not empty")
         if self.rules not in RULES:
             raise UserInputError(f"bad rules choice {self.rules!r}: one of {', '.join(RULES)}")
-        if self.rules == "off" and self.lead not in ("auto", "off"):
-            raise UserInputError(f"--rules off reads questions plain: it cannot take --lead {self.lead}")
         if self.later < 0:
             raise UserInputError("--later must be >= 0")
         if self.extractor not in EXTRACTORS:

@@ -103,8 +103,8 @@ class PolicyGlue:
         model = ModelUpdateReader(self.complete, rank=self.nearest_facts)
         readers = {"rule": [AlignedReader()], "model": [model], "both": [AlignedReader(), model]}[choice]
         extractor = RuleExtractor(updates=choice != "model")
-        if ctx.config.rules == "off":  # no rule reads a plain turn (RuntimeConfig.rules); the model may
-            readers, extractor = [r for r in readers if r is model], NoExtractor()
+        if ctx.config.rules == "off" and choice == "rule":  # no rule reads a plain turn (RuntimeConfig.rules)
+            readers, extractor = [], NoExtractor()
         self.policy = PolicyMemory(store, PolicyConfig(tenant=ctx.config.tenant),
                                    extractor=extractor, readers=readers,
                                    grafter=self.fact_graft, culler=self.cull)

@@ -54,9 +54,14 @@ def lead_for(lm: LoadedModel) -> str:
 
 
 def rules_for(lm: LoadedModel) -> str:
-    """What RuntimeConfig.rules "auto" is for `lm`: "on" (the English layer as each family's own
-    option says) until a blind set says otherwise for a model asked through its chat template."""
-    return "on"
+    """What RuntimeConfig.rules "auto" is for `lm`: "off" where the model is asked through its own
+    chat template (an instruct model reads memory as routed), "on" otherwise (SmolLM2 does not read
+    a plain question: the leads lift it from 29/40 to 38/40 on SEALED-7's blind first run). On
+    Qwen2.5-Coder-1.5B, 60 plain-words updates written blind (FRESH-20 and FRESH-21, first runs of
+    the same code side by side), the latest value from memory 19/60 with the rules off vs 15/60
+    on (20 of the 60 answerable questions abstained by the floor; in context 27/60):
+    bench/results/fidelity-fresh2{0,1}-qwen2.5-coder-1.5b-rules-{on,off}.md."""
+    return "off" if lm.tokenizer.template is not None else "on"
 
 
 def fit_lead(lead: str | None, read: Iterable[str], question: str = "") -> str | None:

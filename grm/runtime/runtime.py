@@ -27,7 +27,7 @@ from grm.errors import UserInputError, redact
 from grm.exact import ExactConfig, ExactMemory, IngestResult
 from grm.exact.tier import HostTier
 from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig, reread
-from grm.grafts.floor import declarative, terms
+from grm.grafts.floor import DEFAULT_FLOOR, declarative, terms
 from grm.grafts.reread import Costs
 from grm.kv.forward import Reads, prefill, watch
 from grm.kv.place import HostBuffers
@@ -109,8 +109,9 @@ class Runtime:
             lm.tokenizer.use_system(config.system_text(lm.tokenizer.template.system))
         if config.rules == "auto":
             config = replace(config, rules=rules_for(lm))
-        if config.rules == "off":  # the English layer off: the question plain, no floor (RuntimeConfig.rules)
-            config = replace(config, lead="off", abstain_floor=0.0)
+        if config.rules == "off":  # each family of the English layer left at its default is off (RuntimeConfig.rules)
+            config = replace(config, lead="off" if config.lead == "auto" else config.lead,
+                             abstain_floor=0.0 if config.abstain_floor == DEFAULT_FLOOR else config.abstain_floor)
         if config.lead == "auto":
             config = replace(config, lead=lead_for(lm))
         dialect = dialect_for(lm.model)

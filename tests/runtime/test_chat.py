@@ -109,7 +109,10 @@ def test_rules_off_reads_no_fact_from_a_plain_turn_and_keeps_the_commands(make_r
     r = chat.send("What is my locker code?")  # no floor: what is routed is read, never abstained
     assert not r.abstained and r.mounted
     assert make_runtime(max_new_tokens=2, rules="on", store=rt.config.store.parent / "on").config.rules == "on"
-    for bad in ({"rules": "maybe"}, {"rules": "off", "lead": "rules"}, {"later": -1}):
+    # a family's own option, given, still applies
+    led = make_runtime(max_new_tokens=2, rules="off", lead="rules", abstain_floor=0.3, store=rt.config.store.parent / "l")
+    assert (led.config.lead, led.config.abstain_floor) == ("rules", 0.3)
+    for bad in ({"rules": "maybe"}, {"later": -1}):
         with pytest.raises(UserInputError):
             make_runtime(store=rt.config.store.parent / "bad", **bad)
 

@@ -111,6 +111,9 @@ def test_lead_auto_is_off_through_a_template_and_the_rules_then_the_model_withou
     chat = make_runtime(model="tiny-random-llama-chat", store=tmp_path / "a")
     plain = make_runtime(model="tiny-random-llama", store=tmp_path / "b")
     assert (chat.config.lead, plain.config.lead) == ("off", "model")
+    # the English layer likewise (RuntimeConfig.rules "auto"): off through a template, floor and all
+    assert (chat.config.rules, chat.config.abstain_floor) == ("off", 0.0)
+    assert plain.config.rules == "on" and plain.config.abstain_floor > 0
     assert make_runtime(model="tiny-random-llama-chat", store=tmp_path / "c", lead="rules").config.lead == "rules"
 
 
