@@ -7,8 +7,9 @@ only through memory). Needles were written for this benchmark and NOT filtered b
 recalls: the ceiling says what it can. Per probe, three answers (a probe counts if its answer
 contains the needle's answer, case-insensitive):
 - memory: the chat's own answer (routed grafts mounted from stored K/V);
-- needle in context: sinks + "User: <needle>\\nAssistant: <its reply as generated>\\n\\n" + the probe
-  read as text (the ceiling the issue names);
+- needle in context: sinks + "User: <needle>\\nAssistant: <its reply>\\n\\n" + the probe read as text
+  (the ceiling the issue names); the reply is the model's own to the needle read alone in context
+  (since session 16: before, the memory chat's reply, which could restate another memory);
 - mounted, re-read: the very grafts memory mounted for the probe, in the same order, read as text
   instead of mounted (separates the loss of mounting from the loss of routing).
 `--turns 200`: the same 16 needles at turns 1-16, 168 filler turns of real news sentences (the gensim
@@ -205,7 +206,10 @@ def run_split(model: str | None, threads: int, store: Path, split: str, harvest:
             fact = chat.glue.policy.fact(g.record.meta.get("fact", ""))
             if fact is not None:
                 fact_turns[g.id] = {int(e.id.rsplit("#", 1)[1]) for e in fact.evidence if "#" in e.id}
-        needle_texts = [turn_text(rt, needle, replies[i].answer) for i, (needle, _, _) in enumerate(needles)]
+        # the ceiling's needle turn carries the model's own reply to it read in context, not the memory
+        # chat's (a reply that restated another memory would otherwise stand in the ceiling's context)
+        own = [read_in_context(rt, [], needle, max_new) for needle, _, _ in needles]
+        needle_texts = [turn_text(rt, needle, own[i]) for i, (needle, _, _) in enumerate(needles)]
         long = {}
         if turns != 51:
             questions = [q for _, q, _ in needles]
@@ -223,7 +227,8 @@ def run_split(model: str | None, threads: int, store: Path, split: str, harvest:
                 i + 1 in fact_turns.get(g, ()) for g in mounted_ids)
             hit = lambda a: want.lower() in a.lower()  # noqa: E731
             probes.append({"turn": r.turn, "needle_turn": i + 1, "question": question, "want": want,
-                           "needle_reply": needle_reply.answer, "memory": r.answer, "memory_ok": hit(r.answer),
+                           "needle_reply": needle_reply.answer, "needle_reply_in_context": own[i],
+                           "memory": r.answer, "memory_ok": hit(r.answer),
                            "ceiling": ceiling, "ceiling_ok": hit(ceiling), "reread": reread, "reread_ok": hit(reread),
                            "needle_mounted": needle_mounted, "mounted": len(mounted_ids),
                            "mounted_kinds": [m.get("kind") for m in r.mounted],

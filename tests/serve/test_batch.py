@@ -62,17 +62,23 @@ def _send(srv, tenant: str, path: str, body: dict) -> str:
 
 def _together(srv, requests: list[tuple[str, str, dict]]) -> list[str]:
     """Send `requests` at once while the worker is held, so they wait together; their answers."""
-    out: list[str | None] = [None] * len(requests)
+    return _at_once(srv, [lambda r=r: _send(srv, *r) for r in requests])
+
+
+def _at_once(srv, calls: list) -> list:
+    """Run `calls` (each sends one request) at once while the worker is held, so their requests
+    wait together; what each returned."""
+    out: list = [None] * len(calls)
     gate = _hold(srv)
 
     def one(i: int) -> None:
-        out[i] = _send(srv, *requests[i])
+        out[i] = calls[i]()
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 30
-    while srv.engine.queue_depth < len(requests) and time.monotonic() < deadline:
+    while srv.engine.queue_depth < len(calls) and time.monotonic() < deadline:
         time.sleep(0.05)
     gate.set()
     for t in threads:
@@ -161,18 +167,7 @@ def test_asks_are_decoded_in_the_batch_beside_chats(fresh_server):
         _ingest(srv, tenant, "The harbor master of Quintar keeps the blue ledger. The orchard grows apples.")
     asks = [("alice", "Where is the harbor?", "none"), ("bob", "What does the orchard grow?", "none"),
             ("alice", "Who keeps the ledger?", "grafts")]
-    out: list[str | None] = [None] * (len(asks) + 1)
-    gate = _hold(srv)
-    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, _ask(srv, *asks[i]))) for i in range(len(asks))]
-    threads.append(threading.Thread(target=lambda: out.__setitem__(len(asks), _send(srv, *REQUESTS[0]))))
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 30
-    while srv.engine.queue_depth < len(threads) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    gate.set()
-    for t in threads:
-        t.join(120)
+    out = _at_once(srv, [lambda a=a: _ask(srv, *a) for a in asks] + [lambda: _send(srv, *REQUESTS[0])])
     steps, rows = _steps(srv)
     assert steps > 0 and rows / steps > 1  # the asks decoded together, not one at a time
     assert out == [_ask(srv, *a) for a in asks] + [_send(srv, *REQUESTS[0])]
