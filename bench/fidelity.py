@@ -438,7 +438,8 @@ def _pct(a: int, b: int) -> str:
 def _table(res: dict) -> list[str]:
     out = [f"{res.get('model') or 'smollm2-135m'} {res.get('dtype', 'float32')} (default flags otherwise; updates read by "
            f"{res.get('extractor', 'rule')}, answers begun by lead {res.get('lead', 'model')}, English layer "
-           f"{res.get('rules', 'on')}, later mentions {res.get('later', 0)} per routed turn), greedy, plain questions, every memory chat with the live context "
+           f"{res.get('rules', 'on')}, later mentions {res.get('later', 0)} per routed turn), greedy, plain questions, "
+           "every memory chat with the live context "
            "cleared every turn. In context = the same turns read as text, in order, then the question (memory off)."]
     if "updates" in res:
         out += _updates_table(res["updates"])
@@ -594,7 +595,8 @@ def main(args: argparse.Namespace) -> int:
                               extractor=args.extractor, lead=args.lead, order=args.order, **floor(args)) as rt:
                 res["dtype"] = str(rt.lm.model.dtype).replace("torch.", "")
                 res["rules"], res["later"] = rt.config.rules, rt.config.later
-                res["updates"] = [updates(rt.for_tenant(split), split, args.ceiling) for split in (args.splits or UPDATES)]
+                res["updates"] = [updates(rt.for_tenant(split), split, args.ceiling)
+                                  for split in (args.splits or UPDATES)]
                 if args.splits:  # only these updates splits: no extractor, corrections or abstention
                     return _write(res, args, t0, threads)
                 res["model_extractor"] = model_extractor(rt)

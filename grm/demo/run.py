@@ -143,13 +143,15 @@ def run_demo(args) -> int:
     with _waiting("loading the model", show):
         rt = Runtime.open(config)
     with rt:
-        cold, docs, spent, rate = [], [], 0.0, None
+        cold, docs, spent, rate, left = [], [], 0.0, None, None
         with tqdm(total=len(DOCS), desc="cold", unit="doc", disable=not show, leave=False) as bar:
             for d, p in zip(DOCS, prompts):
                 tokens = len(rt.lm.tokenizer.encode(p))
                 if not within_budget(spent, tokens, rate, args.cold_budget):
-                    out(f"    {d.name} left out: its cold read would take ~{projected_s(tokens, rate) / 60:.0f} min "
-                        f"here, over the demo's {args.cold_budget:g} s for cold reads (--cold-budget 0 reads it)")
+                    need = projected_s(tokens, rate)
+                    left = (f"    {d.name} left out: its cold read would take ~"
+                            f"{f'{need:.0f} s' if need < 90 else f'{need / 60:.0f} min'} here, over the demo's "
+                            f"{args.cold_budget:g} s for cold reads (--cold-budget 0 reads it)")
                     break
                 bar.set_postfix_str(f"{d.name}: the model reads it all")
                 cold.append(rt.ask(p, memory=False, max_new_tokens=args.max_new_tokens))
@@ -157,6 +159,8 @@ def run_demo(args) -> int:
                 spent += cold[-1].ttft_s
                 rate = cold[-1].prompt_tokens / max(cold[-1].ttft_s, 1e-9)
                 bar.update()
+        if left:  # once the bar is gone, not over it
+            out(left)
         prompts = prompts[:len(docs)]
         out(f"3/4 storing the documents' K/V once, and telling a chat a fact: {CHAT_FACT!r} ...")
         # `chain`: the blocks the warm prompts start with, read once each (the default `seen` would

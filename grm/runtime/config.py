@@ -16,11 +16,11 @@ from grm.store.config import DURABILITY_MODES
 from grm.store.tenant import check_tenant
 
 ASK_MODES = ("auto", "exact", "exact-section", "grafts", "none", "rag-text")
-REREAD = ("auto", "never", "always")
-LEADS = ("auto", "rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)  # mount or re-read a routed graft (grm/grafts/reread.py)
+REREAD = ("auto", "never", "always")  # mount or re-read a routed graft (grm/grafts/reread.py)
+LEADS = ("auto", "rules", "model", "off")  # how a plain question's answer is begun (grm/runtime/lead.py, model_lead.py)
 ORDERS = ("relevance", "time")  # routed grafts in the arena (RuntimeConfig.order)
-EXTRACTORS = ("rule", "model", "both")
-RULES = ("auto", "on", "off")  # the English layer (RuntimeConfig.rules)  # who reads plain-words updates (RuntimeConfig.extractor)
+EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (RuntimeConfig.extractor)
+RULES = ("auto", "on", "off")  # the English layer, one switch (RuntimeConfig.rules)
 # seen (default): sections, and a document's chain blocks stored when a prompt first reads it (one
 # layout's bytes: bench/results/bytes-per-token.md); both: chain blocks and sections at ingest,
 # sharing the first block; chain; sections

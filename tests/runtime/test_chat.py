@@ -110,7 +110,8 @@ def test_rules_off_reads_no_fact_from_a_plain_turn_and_keeps_the_commands(make_r
     assert not r.abstained and r.mounted
     assert make_runtime(max_new_tokens=2, rules="on", store=rt.config.store.parent / "on").config.rules == "on"
     # a family's own option, given, still applies
-    led = make_runtime(max_new_tokens=2, rules="off", lead="rules", abstain_floor=0.3, store=rt.config.store.parent / "l")
+    led = make_runtime(max_new_tokens=2, rules="off", lead="rules", abstain_floor=0.3,
+                       store=rt.config.store.parent / "l")
     assert (led.config.lead, led.config.abstain_floor) == ("rules", 0.3)
     for bad in ({"rules": "maybe"}, {"later": -1}):
         with pytest.raises(UserInputError):
