@@ -122,7 +122,7 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
                    help="%(choices)s: who reads a plain-words update of a fact memory holds (\"changed the wifi pw "
                         "to X\"): the rules (default), the model shown the turn and the facts held, or the rules "
                         "then the model")
-    p.add_argument("--rules", default="auto", choices=Choices("grm.runtime.config", "RULES"), metavar="ON",
+    p.add_argument("--rules", default="auto", choices=Choices("grm.runtime.config", "RULES"), metavar="SWITCH",
                    help="%(choices)s: the English layer, one switch: answer leads, facts and updates read from plain "
                         "turns by rule, the abstain floor and its related words. off: each of them left at its "
                         "default is off and the model reads memory as routed (memory commands stay; --lead and "
