@@ -592,7 +592,8 @@ def main(args: argparse.Namespace) -> int:
         tmp = Path(d)
         if not args.checks:
             with Runtime.open(store=tmp / "updates", model=args.model, threads=threads, max_new_tokens=24,
-                              extractor=args.extractor, lead=args.lead, order=args.order, **floor(args)) as rt:
+                              extractor=args.extractor, lead=args.lead, order=args.order,
+                              **runtime_options(args)) as rt:
                 res["dtype"] = str(rt.lm.model.dtype).replace("torch.", "")
                 res["rules"], res["later"] = rt.config.rules, rt.config.later
                 res["updates"] = [updates(rt.for_tenant(split), split, args.ceiling)
@@ -602,18 +603,19 @@ def main(args: argparse.Namespace) -> int:
                 res["model_extractor"] = model_extractor(rt)
             print("updates done", file=sys.stderr)
         with Runtime.open(store=tmp / "corrections", model=args.model, threads=threads, max_new_tokens=24,
-                          extractor=args.extractor, lead=args.lead, order=args.order, **floor(args)) as rt:
+                          extractor=args.extractor, lead=args.lead, order=args.order,
+                          **runtime_options(args)) as rt:
             res["corrections"] = corrections(rt)
         print("corrections done", file=sys.stderr)
         with Runtime.open(store=tmp / "abstention", model=args.model, threads=threads, max_new_tokens=24,
-                          **floor(args)) as rt:
+                          **runtime_options(args)) as rt:
             res["abstention"] = abstention(rt)
     return _write(res, args, t0, threads)
 
 
-def floor(args: argparse.Namespace) -> dict:
-    """The runtime's abstain floor where `--abstain-floor` names one (grm/grafts/floor.py), and its
-    system message where `--system` names one."""
+def runtime_options(args: argparse.Namespace) -> dict:
+    """The RuntimeConfig fields this run's flags name (`--abstain-floor`, `--system`, `--rules`,
+    `--later`); the runtime's defaults for the others."""
     return ({} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}) | (
         {} if args.system is None else {"system": args.system}) | (
         {} if args.rules is None else {"rules": args.rules}) | ({} if args.later is None else {"later": args.later})

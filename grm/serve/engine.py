@@ -467,16 +467,16 @@ class Engine:
         req = GenRequest(question, max_new_tokens or self.rt.config.max_new_tokens, endpoint="ask", mode=mode)
 
         def steps() -> Generator:
-            return self._asking(tenant, req, max_new_tokens, holder["job"])
+            return self._asking(tenant, req, holder["job"])
 
         holder["job"] = job = self.submit(tenant, "ask", lambda: self.rt.alone(steps()), steps=steps)
         return job
 
-    def _asking(self, tenant: str, req: GenRequest, max_new_tokens: int | None, job: Job) -> Generator[Any, None, dict]:
+    def _asking(self, tenant: str, req: GenRequest, job: Job) -> Generator[Any, None, dict]:
         """`ask` as steps: the question planned and read, its Decoding yielded to be generated
         (alone or in the batch), then the answer recorded (trace, metrics, the tiering's heat)."""
         tally = ReadTally(self.rt.reads)
-        steps = self.view(tenant).answering(req.prompt, mode=req.mode, max_new_tokens=max_new_tokens,
+        steps = self.view(tenant).answering(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens,
                                             on_token=lambda _d: not job.cancelled.is_set())
         ans, decode_steps = yield from _decoded(steps, tally)
         tally.pause()
