@@ -6,7 +6,7 @@ import torch
 
 from grm.dialects import gemma3, gpt2, llama
 from grm.dialects.base import PROFILES, REMOUNTABLE, SAME_POSITION_ONLY, SINGLE_PREFIX_ONLY, Dialect
-from grm.dialects.selftest import SelfTestResult, measure as measure_selftest, self_test
+from grm.dialects.selftest import SelfTestResult, kept_self_test, measure as measure_selftest, self_test
 from grm.errors import DialectError
 
 _BUILDERS = {fam: mod.build for mod in (llama, gemma3, gpt2) for fam in mod.FAMILIES}
@@ -35,5 +35,5 @@ def position_law(config: object) -> str:
 
 __all__ = [
     "DIALECT_FAMILIES", "PROFILES", "REMOUNTABLE", "SAME_POSITION_ONLY", "SINGLE_PREFIX_ONLY",
-    "Dialect", "DialectError", "SelfTestResult", "dialect_for", "measure_selftest", "position_law", "self_test",
+    "Dialect", "DialectError", "SelfTestResult", "dialect_for", "kept_self_test", "measure_selftest", "position_law", "self_test",
 ]

@@ -22,7 +22,11 @@ excess of order 1 on every layer it misdescribes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -105,4 +109,44 @@ def self_test(dialect: Dialect, model: torch.nn.Module, ids: list[int]) -> SelfT
             f"forward pass there by {result.max_rel_error:.2e}, {result.excess:.2e} beyond the model's own "
             f"position noise of {result.floor:.2e} > {result.tolerance}); this model cannot be re-seated"
         )
+    return result
+
+
+def _code_digest() -> str:
+    """SHA-256 of the dialects' source (this folder's modules): the rotary maps the test checks."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def kept_self_test(dialect: Dialect, model: torch.nn.Module, ids: list[int], identity: str,
+                   cache_dir: Path | None) -> SelfTestResult:
+    """`self_test`, its passing result kept under `cache_dir` (`selftest/<key>.json`), so a later
+    process opening the same model skips the probe's two forward passes (2-3 s for a 1.5B model on
+    2 CPU cores). The key binds what the result depends on: the model identity (weights, config,
+    tokenizer, dtype, device kind), the dialects' source, the torch and transformers versions and
+    the probe's token ids; a change in any of them, or a file that cannot be read or does not
+    parse, runs the test again. A failing result is never kept (it raises every time)."""
+    import transformers
+
+    key = hashlib.sha256(json.dumps([identity, _code_digest(), torch.__version__, transformers.__version__,
+                                     dialect.family, list(ids)]).encode()).hexdigest()[:32]
+    path = cache_dir / "selftest" / f"{key}.json" if cache_dir is not None else None
+    try:
+        if path is not None:
+            kept = SelfTestResult(**json.loads(path.read_text()))
+            if kept.passed and kept.profile == dialect.profile:
+                return kept
+    except (OSError, ValueError, TypeError):
+        pass
+    result = self_test(dialect, model, ids)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(asdict(result)))
+            os.replace(tmp, path)
+        except OSError:  # a read-only cache: the test runs at every open
+            pass
     return result

@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from grm.archive.tier import ArchiveTier
-from grm.dialects import Dialect, SelfTestResult, dialect_for, self_test
+from grm.dialects import Dialect, SelfTestResult, dialect_for, kept_self_test
 from grm.dialects.selftest import PROBE_TEXT
 from grm.errors import UserInputError, redact
 from grm.exact import ExactConfig, ExactMemory, IngestResult
@@ -115,7 +115,8 @@ class Runtime:
         if config.lead == "auto":
             config = replace(config, lead=lead_for(lm))
         dialect = dialect_for(lm.model)
-        result = self_test(dialect, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT))
+        result = kept_self_test(dialect, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT),
+                                lm.identity, config.cache_dir)
         st = open_backend(config.store, master_key=config.master_key, durability=config.durability,
                           compress=config.compress)
         return cls(config, lm, dialect, result, st)

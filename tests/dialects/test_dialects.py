@@ -100,6 +100,36 @@ def test_a_dialect_that_misdescribes_rotary_is_refused(tiny_models):
         self_test(wrong, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT))
 
 
+def test_a_passing_self_test_is_kept_and_bound_to_what_it_checked(tiny_models, tmp_path, monkeypatch):
+    import dataclasses
+
+    from grm.dialects import selftest
+
+    lm = tiny_models["llama"]
+    good = dialect_for(lm.model)
+    ids = list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT)
+    runs: list[int] = []
+    real = selftest.measure
+    monkeypatch.setattr(selftest, "measure", lambda *a: runs.append(1) or real(*a))
+    first = selftest.kept_self_test(good, lm.model, ids, lm.identity, tmp_path)
+    assert selftest.kept_self_test(good, lm.model, ids, lm.identity, tmp_path) == first and len(runs) == 1
+    selftest.kept_self_test(good, lm.model, ids, "another identity", tmp_path)  # another model: tested
+    selftest.kept_self_test(good, lm.model, ids[:-1], lm.identity, tmp_path)  # another probe: tested
+    selftest.kept_self_test(good, lm.model, ids, lm.identity, None)  # no cache: tested
+    assert len(runs) == 4
+    for kept in (tmp_path / "selftest").glob("*.json"):  # a damaged file is no result: tested again
+        kept.write_text("{not json")
+    assert selftest.kept_self_test(good, lm.model, ids, lm.identity, tmp_path) == first and len(runs) == 5
+    monkeypatch.setattr(selftest, "_code_digest", lambda: "other dialect code")  # the dialects changed
+    selftest.kept_self_test(good, lm.model, ids, lm.identity, tmp_path)
+    assert len(runs) == 6
+    wrong = dataclasses.replace(good, inv_freq=tuple(f * 1.5 for f in good.inv_freq))
+    for _ in range(2):  # a failure is never kept
+        with pytest.raises(DialectError, match="rotary self-test failed"):
+            selftest.kept_self_test(wrong, lm.model, ids, "wrong", tmp_path)
+    assert len(runs) == 8
+
+
 def test_16_bit_keys_rotate_in_fp32_and_round_once():
     """A bf16 re-seat is the float64 rotation rounded once, up to ties of that one rounding."""
     from grm.dialects.rotary import rotate_half, work_dtype
