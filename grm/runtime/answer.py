@@ -164,14 +164,15 @@ def plan_unrooted(ctx: Context, rendered: str, max_new: int) -> Ready:
 
 
 def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = False,
-               matched: tuple | None = None) -> Ready:
+               matched: tuple | None = None, logits: bool = True) -> Ready:
     """[sinks | stored blocks the prompt starts with | the rest]. Blocks matched but not served (a
     check failed) are read one block per forward call with their stored ids, so the result is
     bit-identical to a clean load; the rest is tokenized on its own. A `seen` document the prompt
     starts with has its unstored chain blocks read next, one forward call each as ingest reads
     them, and stored (`ExactMemory.continuation`): the next such prompt hits the whole document.
     With `store_prompt` the rest is cut into chain blocks (`prompt_blocks`) and each is stored
-    after it is read."""
+    after it is read. A prompt stored whole has its last token re-read for the next-token logits,
+    unless `logits` is off (text is read after it: `plan_recall`'s history), then nothing is read."""
     ex, tok = ctx.exact, ctx.lm.tokenizer
     matched, unstored = ex.continuation(prompt, ex.match(prompt) if matched is None else matched)
     prefix = ex.load_prefix(prompt, matched)
@@ -197,7 +198,7 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
                 seat += len(block.ids)
         else:
             runs.append(tok.encode(rest))
-    if not runs:  # the whole prompt is stored: re-read its last token for the next-token logits
+    if not runs and logits:  # the whole prompt is stored: re-read its last token for the next-token logits
         kv, from_memory = kv.slice(0, kv.tokens - 1), from_memory - 1
         runs = [[prefix.last_id]]
     ctx.check_window(kv.tokens + sum(map(len, runs)), max_new)
@@ -209,13 +210,14 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
 def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prompt: bool = False) -> Ready:
     """A conversation with memory (the server's chat completions): `[sinks | the history, exact |
     grafts routed for `recall` | the prompt's last part]`. The history (the prompt up to the line
-    where `recall`, the latest user message, starts) is served and stored as in `plan_exact`, so
-    the next turn hits it; the routed grafts are re-seated after it and the last part is read after
-    them, once. Its K/V attended to the grafts, so it is not stored: the next turn's prompt starts
-    with it and the reply, and reads both as its history (stored then, as `plan_exact` stores what
-    its prompt does not hit), so a request reads its prompt once. Without a routed graft that is
-    not already in the prompt (or when the floor says memory holds nothing on it) this is
-    `plan_exact`, and the whole prompt is stored."""
+    where `recall`, the latest user message, starts) is served and stored as in `plan_exact` (one
+    stored whole is loaded whole: no token of it is read again), so the next turn hits it; the
+    routed grafts are re-seated after it and the last part is read after them, once. Its K/V
+    attended to the grafts, so it is not stored: the next turn's prompt starts with it and the
+    reply, and reads both as its history (stored then, as `plan_exact` stores what its prompt does
+    not hit), so a request reads its prompt once. Without a routed graft that is not already in the
+    prompt (or when the floor says memory holds nothing on it) this is `plan_exact`, and the whole
+    prompt is stored."""
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0  # 0: no history (a chat template's first
     # user message starts right after the sinks, which hold the template's head)
@@ -228,7 +230,7 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
         routed = []
     if not routed:
         return plan_exact(ctx, prompt, max_new, store_prompt)
-    history = plan_exact(ctx, prompt[:split], max_new, store_prompt)
+    history = plan_exact(ctx, prompt[:split], max_new, store_prompt, logits=False)
     cache, seat = history.arena.cache, history.arena.seat
     for ids in history.read:
         prefill(ctx.lm.model, cache, ids, seat)

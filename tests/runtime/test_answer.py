@@ -165,7 +165,7 @@ def test_a_bpe_boundary_after_the_document_still_hits_every_block(tmp_path):
 def test_recall_reads_the_latest_message_once_and_the_next_turn_stores_it(make_runtime):
     """The server's chat completions: [sinks | history (stored, exact) | routed grafts | last message].
     1. The last message is read once, after the grafts (never again without them), and not stored:
-       its K/V attended to the grafts.
+       its K/V attended to the grafts. Sent again, the history is loaded whole: nothing of it is read.
     2. The next turn hits the stored history and reads the rest (the last message and the reply)
        once, in the chain blocks it stores them as.
     3. The turn after hits all of it, bit-identically to a cold read of the same blocks."""
@@ -182,7 +182,12 @@ def test_recall_reads_the_latest_message_once_and_the_next_turn_stores_it(make_r
     assert a.tokens_from_memory == len(tok.sink_ids) + graft_tokens  # history computed now, stored
     stored = prompt_blocks(history, tok, 48)
     end = len(tok.sink_ids) + sum(len(x.ids) for x in stored)  # the seat after the history
-    assert [c for c in calls if c[0] >= end] == [(end + graft_tokens, tok.encode(prompt[len(history):]))]
+    last = tok.encode(prompt[len(history):])
+    assert [c for c in calls if c[0] >= end] == [(end + graft_tokens, last)]
+    with forward_reads(rt) as calls:  # again: the history is stored whole, its routing key kept
+        rt.ask(prompt, mode="exact", recall="What is my locker code?", store_prompt=True, chat=True,
+               max_new_tokens=2)
+    assert calls == [(end + graft_tokens, last)]  # no token of the history read again
 
     second = prompt + " 4471.\nUser: thanks\nAssistant:"
     with forward_reads(rt) as calls:
