@@ -11,10 +11,16 @@ requests/s over the row's wall time, request latency p50 / p95 (client side, que
 time per request (wall / requests: what one request costs the server), mean requests per decoding
 step (grm:decode_batch_rows) and the model's reads per request from /metrics
 (grm:model_tokens_read_total and grm:model_forward_calls_total / grm:model_decode_steps_total
-over the row's requests). Bounded: K * clients requests per row, each with a timeout.
+over the row's requests), and how many requests had memory mounted before their message.
+Bounded: K * clients requests per row, each with a timeout.
+
+`--recall`: each server's tenant first stores a fact per topic (a memory command, nothing
+generated), and each request asks where one is ("Where is my rivers notebook?"), so memory is
+routed for the message and mounted before it (grm/runtime/answer.py `plan_recall`); without it the
+requests' own questions route nothing that grounds them, and each is read as an exact prompt.
 
 `python bench/serve_batch.py [--model M] [--requests K] [--new-tokens M] [--clients 1,4,8]
-[--threads-list 1,2] [--name serve-batch] [--sequential]`; `--quick` runs the tiny model.
+[--threads-list 1,2] [--name serve-batch] [--sequential] [--recall]`; `--quick` runs the tiny model.
 `--step-costs [--models A,B]`: decoding steps timed in process, batched vs alone (no server).
 """
 
@@ -55,7 +61,25 @@ def metrics(srv: Server, tenant: str) -> dict[str, float]:
     return out
 
 
-def row(srv: Server, tenant: str, model: str, clients: int, per_client: int, new_tokens: int, tag: int) -> dict:
+def question(topic: str, tag: str, recall: bool) -> str:
+    """A request's message: its own question, or (`recall`) where the fact `seed` stored for the topic is."""
+    return f"Where is my {topic} notebook?" if recall else f"Request {tag}: write a few sentences about {topic}."
+
+
+def seed(srv: Server, tenant: str, model: str) -> None:
+    """`--recall`: a fact per topic, stored by a memory command (answered without generating)."""
+    import httpx2 as httpx
+
+    for i, topic in enumerate(TOPICS):
+        body = {"model": model, "max_tokens": 8, "messages": [
+            {"role": "user", "content": f"remember permanently: my {topic} notebook is in drawer {i + 2}"}]}
+        r = httpx.post(srv.url + "/v1/chat/completions", json=body, timeout=600,
+                       headers={"Authorization": f"Bearer {srv.keys[tenant]}"})
+        r.raise_for_status()
+
+
+def row(srv: Server, tenant: str, model: str, clients: int, per_client: int, new_tokens: int, tag: int,
+        recall: bool = False) -> dict:
     """`clients` clients at once, `per_client` chat completions each; the row's figures."""
     import httpx2 as httpx
 
@@ -68,13 +92,15 @@ def row(srv: Server, tenant: str, model: str, clients: int, per_client: int, new
             for k in range(per_client):
                 topic = TOPICS[(tag + c * per_client + k) % len(TOPICS)]
                 body = {"model": model, "max_tokens": new_tokens, "temperature": 0, "messages": [
-                    {"role": "user", "content": f"Request {tag}-{c}-{k}: write a few sentences about {topic}."}]}
+                    {"role": "user", "content": question(topic, f"{tag}-{c}-{k}", recall)}]}
                 t0 = time.perf_counter()
                 r = http.post(srv.url + "/v1/chat/completions", json=body)
                 took = time.perf_counter() - t0
                 res = {"latency_s": took}
                 if r.status_code == 200:
                     res["completion_tokens"] = r.json()["usage"]["completion_tokens"]
+                    # memory mounted before the message: a routed graft (history blocks have no kind)
+                    res["memory_mounted"] = any(m.get("kind") for m in r.json()["grm"]["mounted"])
                 else:
                     res["error"] = f"HTTP {r.status_code}: {r.text[:200]}"
                 with lock:
@@ -95,6 +121,7 @@ def row(srv: Server, tenant: str, model: str, clients: int, per_client: int, new
     generated = sum(r["completion_tokens"] for r in ok)
     return {"clients": clients, "requests": len(results), "errors": len(results) - len(ok),
             "error_samples": [r["error"] for r in results if "error" in r][:3], "wall_s": wall,
+            "memory_mounted": sum(r["memory_mounted"] for r in ok),
             "generated_tokens": generated, "tokens_per_s": generated / wall, "requests_per_s": len(ok) / wall,
             "latency_p50_s": pct(lat, 0.5), "latency_p95_s": pct(lat, 0.95),
             "time_per_request_s": wall / max(1, len(ok)),
@@ -122,20 +149,25 @@ def main(args: argparse.Namespace) -> int:
                 servers[b] = Server(work / f"t{threads}-b{b}" / "store", model, threads, ("bench",),
                                     ("--batch", str(b)))
             try:
+                if args.recall:
+                    for srv in servers.values():
+                        seed(srv, "bench", model)
                 for clients in clients_list:
                     for b, srv in servers.items():  # the same requests on each
-                        r = row(srv, "bench", model, clients, per_client[clients], args.new_tokens, clients * 100)
+                        r = row(srv, "bench", model, clients, per_client[clients], args.new_tokens, clients * 100,
+                                args.recall)
                         rows.append({"threads": threads, "batch": b, **r})
                         print(rows[-1], flush=True)
             finally:
                 for srv in servers.values():
                     srv.stop()
     rows.sort(key=lambda r: (r["threads"], r["clients"], r["batch"]))
-    table = ["| threads | clients | batch | requests | errors | generated tok/s | req/s | latency p50 / p95 | "
-             "time per request | requests per step | model tokens read per request | forward calls + decode steps "
-             "per request |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = ["| threads | clients | batch | requests | errors | memory mounted | generated tok/s | req/s | "
+             "latency p50 / p95 | time per request | requests per step | model tokens read per request | "
+             "forward calls + decode steps per request |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         table.append(f"| {r['threads']} | {r['clients']} | {r['batch']} | {r['requests']} | {r['errors']} | "
+                     f"{r['memory_mounted']} | "
                      f"{r['tokens_per_s']:.1f} | {r['requests_per_s']:.3f} | "
                      f"{r['latency_p50_s']:.2f} / {r['latency_p95_s']:.2f} s | {r['time_per_request_s']:.2f} s | "
                      f"{r['rows_per_step']:.2f} | {r['model_tokens_read_per_request']:.0f} | "
@@ -148,9 +180,12 @@ def main(args: argparse.Namespace) -> int:
             ratios.append(f"{threads} thread(s), {clients} client(s): {ratio:.2f}x")
     how = "one server after the other" if args.sequential else "side by side"
     per = "K/clients" if args.requests_total else args.requests
+    asks = ("each asking where a fact stored first says a topic's notebook is: --recall, memory routed and "
+            "mounted before the message" if args.recall else "each prompt its own question")
     table += ["", f"Generated tokens/s, --batch 8 over --batch 1 (same requests, {how}): " + "; ".join(ratios),
               "", f"Each client sends {per} chat completions of up to {args.new_tokens} new tokens (memory on, "
-              "each prompt its own question), one after the other; latency is the client's (queueing included); "
+              f"{asks}), one after the other; memory mounted = requests with a routed graft mounted before "
+              "their message; latency is the client's (queueing included); "
               "time per request = wall / requests. Model tokens read = what the model read per request besides "
               "decoding (its prompt, the question's routing key, the exchange kept as evidence), from /metrics; "
               "decode steps = decoding forward calls it took part in (a batched step counts once per request in "
@@ -159,6 +194,7 @@ def main(args: argparse.Namespace) -> int:
     cmd = (f"python bench/serve_batch.py --model {model} --requests {args.requests} --new-tokens {args.new_tokens} "
            f"--clients {args.clients} --threads-list {args.threads_list}"
            + (" --requests-total" if args.requests_total else "") + (" --sequential" if args.sequential else "")
+           + (" --recall" if args.recall else "")
            + (f" --name {args.name}" if args.name != "serve-batch" else ""))
     write_results(args.name, {"model": model, "new_tokens": args.new_tokens, "rows": rows}, table, cmd, quick=quick)
     print("\n".join(table))
@@ -230,6 +266,8 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads-list", default="1,2")
     p.add_argument("--name", default="serve-batch")
     p.add_argument("--sequential", action="store_true", help="one server at a time (a model too large for two)")
+    p.add_argument("--recall", action="store_true",
+                   help="store a fact per topic first and ask where each is (memory mounted before the message)")
     p.add_argument("--step-costs", action="store_true", help="only time decoding steps in process (no server)")
     p.add_argument("--models", default="smollm2-135m,qwen2.5-coder-1.5b", help="models for --step-costs")
     p.add_argument("--repeats", type=int, default=5, help="steps timed per row count (--step-costs)")

@@ -7,6 +7,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,24 @@ def make_runtime(tmp_path):
             rt.close()
         except Exception:
             pass
+
+
+@contextmanager
+def forward_reads(rt) -> Iterator[list[tuple[int, list[int]]]]:
+    """Every forward call the runtime's model makes inside the block, decoding aside (what
+    `rt.reads` counts), as (its first seat, its token ids): which text the model read where, and
+    how many times."""
+    calls: list[tuple[int, list[int]]] = []
+
+    def hook(module, args, kwargs) -> None:
+        if not rt.reads.paused_depth:
+            calls.append((int(kwargs["position_ids"][0, 0]), kwargs["input_ids"][0].tolist()))
+
+    handle = rt.lm.model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield calls
+    finally:
+        handle.remove()
 
 
 def lorem(n_paragraphs: int, seed: int = 0) -> str:

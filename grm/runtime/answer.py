@@ -16,7 +16,8 @@ A request is answered in seven steps, each owned by one module:
              `conclude` are the halves around it (`Runtime.answering`)
 7. harvest   what the request leaves in memory: a chat turn as an evidence graft (chat.py), the
              prompt's new chain blocks when `store_prompt` is set (a conversation's history then
-             hits on its next request)
+             hits on its next request; with `recall`, the history's only: the latest message was
+             read after the grafts, and the next request reads it with the reply and stores both)
 The pipeline takes a narrow `Context` (model, dialect, memories, residency, config), never the
 whole Runtime. A fallback to no memory is never silent: it is logged and named in `fallback`.
 When what was routed (grafts) or selected (a section) holds nothing on the question, the answer
@@ -163,14 +164,15 @@ def plan_unrooted(ctx: Context, rendered: str, max_new: int) -> Ready:
 
 
 def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = False,
-               matched: tuple | None = None) -> Ready:
+               matched: tuple | None = None, logits: bool = True) -> Ready:
     """[sinks | stored blocks the prompt starts with | the rest]. Blocks matched but not served (a
     check failed) are read one block per forward call with their stored ids, so the result is
     bit-identical to a clean load; the rest is tokenized on its own. A `seen` document the prompt
     starts with has its unstored chain blocks read next, one forward call each as ingest reads
     them, and stored (`ExactMemory.continuation`): the next such prompt hits the whole document.
     With `store_prompt` the rest is cut into chain blocks (`prompt_blocks`) and each is stored
-    after it is read."""
+    after it is read. A prompt stored whole has its last token re-read for the next-token logits,
+    unless `logits` is off (text is read after it: `plan_recall`'s history), then nothing is read."""
     ex, tok = ctx.exact, ctx.lm.tokenizer
     matched, unstored = ex.continuation(prompt, ex.match(prompt) if matched is None else matched)
     prefix = ex.load_prefix(prompt, matched)
@@ -196,7 +198,7 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
                 seat += len(block.ids)
         else:
             runs.append(tok.encode(rest))
-    if not runs:  # the whole prompt is stored: re-read its last token for the next-token logits
+    if not runs and logits:  # the whole prompt is stored: re-read its last token for the next-token logits
         kv, from_memory = kv.slice(0, kv.tokens - 1), from_memory - 1
         runs = [[prefix.last_id]]
     ctx.check_window(kv.tokens + sum(map(len, runs)), max_new)
@@ -208,11 +210,14 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
 def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prompt: bool = False) -> Ready:
     """A conversation with memory (the server's chat completions): `[sinks | the history, exact |
     grafts routed for `recall` | the prompt's last part]`. The history (the prompt up to the line
-    where `recall`, the latest user message, starts) is served and stored as in `plan_exact`, so
-    the next turn hits it; the routed grafts are re-seated after it and the last part is read after
-    them (and stored as it reads without memory mounted, `store_tail`, so the next turn hits all).
-    Without a routed graft that is not already in the prompt (or when the floor says memory holds
-    nothing on it) this is `plan_exact`, and the whole prompt is stored."""
+    where `recall`, the latest user message, starts) is served and stored as in `plan_exact` (one
+    stored whole is loaded whole: no token of it is read again), so the next turn hits it; the
+    routed grafts are re-seated after it and the last part is read after them, once. Its K/V
+    attended to the grafts, so it is not stored: the next turn's prompt starts with it and the
+    reply, and reads both as its history (stored then, as `plan_exact` stores what its prompt does
+    not hit), so a request reads its prompt once. Without a routed graft that is not already in the
+    prompt (or when the floor says memory holds nothing on it) this is `plan_exact`, and the whole
+    prompt is stored."""
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0  # 0: no history (a chat template's first
     # user message starts right after the sinks, which hold the template's head)
@@ -225,7 +230,7 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
         routed = []
     if not routed:
         return plan_exact(ctx, prompt, max_new, store_prompt)
-    history = plan_exact(ctx, prompt[:split], max_new, store_prompt)
+    history = plan_exact(ctx, prompt[:split], max_new, store_prompt, logits=False)
     cache, seat = history.arena.cache, history.arena.seat
     for ids in history.read:
         prefill(ctx.lm.model, cache, ids, seat)
@@ -236,31 +241,11 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     tail = ctx.lm.tokenizer.encode(prompt[split:])
     ctx.check_window(seat + sum(len(m.ids) for m in mounts) + len(tail), max_new)
     base = kv_from_cache(cache)
-    if store_prompt and not history.prefix.pending:
-        store_tail(ctx, history, base, prompt[split:])
     grafts = [graft_mount(r) for r in routed]
     arena = mount(ctx, base, mounts, grafts)
     arena.from_memory += history.arena.from_memory - base.tokens  # only the history's stored part
     return Ready(arena, [tail], "exact", history.mounted + grafts, lossy=True, routed=routed,
                  prefix=history.prefix)
-
-
-def store_tail(ctx: Context, history: Ready, base: KV, tail: str) -> None:
-    """`plan_recall`'s last part stored as it reads WITHOUT memory mounted (once more, after the
-    history's K/V `base`): the next turn's prompt starts with it, so its whole history hits."""
-    ex, prefix = ctx.exact, history.prefix
-    if history.blocks_to_store:
-        p, _seat, text, ids = history.blocks_to_store[-1]
-        parent = ex.chain_fingerprint(p, text, ids)
-    else:
-        parent = prefix.blocks[-1].key if prefix.blocks else ex.sink_fp
-    arena, seat, blocks = Arena(cache_from_kv(base), base.tokens), base.tokens, []
-    for block in prompt_blocks(tail, ctx.lm.tokenizer, ctx.config.block_tokens):
-        prefill(ctx.lm.model, arena.cache, list(block.ids), seat)
-        blocks.append((parent, seat, block.text, list(block.ids)))
-        parent = ex.chain_fingerprint(parent, block.text, list(block.ids))
-        seat += len(block.ids)
-    harvest_blocks(ctx, arena, blocks)
 
 
 _LINE_START = re.compile(r"(?<=\n)(?=\S)")  # a line's first character after a newline

@@ -9,10 +9,10 @@ Names follow vLLM's prefix-cache counters, counted in tokens:
     grm:request_duration_seconds{tenant,memory}      histogram
     grm:queue_wait_seconds{tenant}                   histogram
     grm:model_tokens_read_total{tenant}      tokens the model read for generation requests besides
-                                             decoding: the prompt's text after memory, stored
-                                             blocks re-read, a chat's history and latest message
-                                             stored as read without memory (store_tail), the
-                                             exchange read as evidence, a model-written lead
+                                             decoding: the prompt's text after memory (a chat's
+                                             history not stored yet, its latest message once),
+                                             stored blocks re-read, the routing key, the exchange
+                                             read as evidence, a model-written lead
     grm:model_forward_calls_total{tenant}    the forward calls that read them
     grm:model_decode_steps_total{tenant}     decoding forward calls each request took part in (a
                                              batched step counts once for each request in it)

@@ -5,7 +5,9 @@ Expectations:
    (a tokenizer that would merge the document's last characters with the question's newlines
    included); warm logits equal the cold computation of the same segmented token sequence.
 2. `store_prompt`: a prompt's new blocks are stored, so the next prompt that starts with it (a
-   conversation's next turn) hits them, bit-identically to the cold segmented computation.
+   conversation's next turn) hits them, bit-identically to the cold segmented computation. With
+   `recall` (the server's chats, grafts mounted before the latest message) that message is read
+   once, after the grafts, and stored by the next turn, which reads it with the reply.
 3. Streaming: the deltas given to `on_token` add up to the answer; returning False cancels.
 4. `memory=False` loads and stores nothing; the default layout serves both prompts that start
    with a document (chain) and questions over the corpus (sections).
@@ -29,7 +31,7 @@ from grm.kv import new_cache
 from grm.kv.forward import prefill
 from grm.store.kinds import DOCUMENT
 from grm.runtime.answer import prompt_blocks
-from tests.conftest import lorem
+from tests.conftest import forward_reads, lorem
 
 DOC = lorem(6, seed=11)
 
@@ -160,23 +162,47 @@ def test_a_bpe_boundary_after_the_document_still_hits_every_block(tmp_path):
         assert torch.equal(warm, cold)
 
 
-def test_recall_mounts_memory_before_the_latest_message_and_keeps_history_exact(make_runtime):
-    """The server's chat completions: [sinks | history (stored, exact) | routed grafts | last message];
-    the last message is also stored as it reads without memory, so the next turn hits all of it."""
-    rt = make_runtime(block_tokens=48)
+def test_recall_reads_the_latest_message_once_and_the_next_turn_stores_it(make_runtime):
+    """The server's chat completions: [sinks | history (stored, exact) | routed grafts | last message].
+    1. The last message is read once, after the grafts (never again without them), and not stored:
+       its K/V attended to the grafts. Sent again, the history is loaded whole: nothing of it is read.
+    2. The next turn hits the stored history and reads the rest (the last message and the reply)
+       once, in the chain blocks it stores them as.
+    3. The turn after hits all of it, bit-identically to a cold read of the same blocks."""
+    rt = make_runtime(block_tokens=48, reread="never")  # grafts mounted, never re-read as text
     tok = rt.lm.tokenizer
     rt.chat().send("remember permanently: my locker code is 4471")
     history = "System: be brief.\nUser: hello there, how are you today?\nAssistant: fine.\n"
     prompt = history + "User: What is my locker code?\nAssistant:"
-    a = rt.ask(prompt, mode="exact", recall="What is my locker code?", store_prompt=True, chat=True,
-               max_new_tokens=2)
-    kinds = [m.get("kind") for m in a.mounted]
-    assert "fact" in kinds and a.lossy
+    with forward_reads(rt) as calls:
+        a = rt.ask(prompt, mode="exact", recall="What is my locker code?", store_prompt=True, chat=True,
+                   max_new_tokens=2)
+    assert "fact" in [m.get("kind") for m in a.mounted] and a.lossy
     graft_tokens = sum(m["span"][1] - m["span"][0] for m in a.mounted if m.get("kind"))
     assert a.tokens_from_memory == len(tok.sink_ids) + graft_tokens  # history computed now, stored
-    b = rt.ask(prompt + " 4471.\nUser: thanks\nAssistant:", mode="exact", max_new_tokens=1)
-    stored = prompt_blocks(history, tok, 48) + prompt_blocks(prompt[len(history):], tok, 48)
-    assert b.tokens_from_memory == len(tok.sink_ids) + sum(len(x.ids) for x in stored)  # the whole turn
+    stored = prompt_blocks(history, tok, 48)
+    end = len(tok.sink_ids) + sum(len(x.ids) for x in stored)  # the seat after the history
+    last = tok.encode(prompt[len(history):])
+    assert [c for c in calls if c[0] >= end] == [(end + graft_tokens, last)]
+    with forward_reads(rt) as calls:  # again: the history is stored whole, its routing key kept
+        rt.ask(prompt, mode="exact", recall="What is my locker code?", store_prompt=True, chat=True,
+               max_new_tokens=2)
+    assert calls == [(end + graft_tokens, last)]  # no token of the history read again
+
+    second = prompt + " 4471.\nUser: thanks\nAssistant:"
+    with forward_reads(rt) as calls:
+        b = rt.ask(second, mode="exact", store_prompt=True, chat=True, max_new_tokens=1)
+    assert b.tokens_from_memory == end  # the history; the last message was not stored
+    rest, seats = prompt_blocks(second[len(history):], tok, 48), [end]
+    for x in rest:
+        seats.append(seats[-1] + len(x.ids))
+    assert calls == [(seat, list(x.ids)) for seat, x in zip(seats, rest)]  # each read once, stored
+
+    third = second + " ok.\nUser: bye\nAssistant:"
+    _cache, warm, _seat, from_memory, prefix = rt.exact_context(third)
+    assert from_memory == seats[-1] and len(prefix.blocks) == len(stored) + len(rest)
+    cold = cold_segmented_logits(rt, [list(x.ids) for x in stored + rest] + [tok.encode(third[len(second):])])
+    assert torch.equal(warm, cold)
 
 
 def test_a_remembered_exchange_is_an_evidence_graft_later_requests_route_to(make_runtime):

@@ -7,6 +7,8 @@ Expectations:
    says the same; `"grm": {"memory": false}` loads and stores nothing.
 3. A conversation resent with its history plus a new message loads the earlier turns from memory.
 4. max_tokens and stop are honoured.
+5. A chat with memory routed reads each text once per request: the latest message after the
+   grafts (not again without them), the previous turn's unstored rest as the history it stores.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from __future__ import annotations
 import httpx2 as httpx
 import pytest
 
+from grm.runtime.answer import prompt_blocks
+from grm.serve.prompts import render_chat
+from tests.conftest import forward_reads
 from tests.serve.conftest import MODEL
 
 
@@ -115,3 +120,52 @@ def test_memory_command_in_a_chat_message_is_executed_not_answered(server):
     assert r.model_extra["grm"]["command"]["changed"] is True
     found = httpx.get(server.url + "/v1/memories", params={"query": "ferry"}, headers=server.headers("alice")).json()
     assert [m["memory"] for m in found["results"]] == ["the ferry leaves at 7"]
+
+
+def test_a_chat_with_memory_reads_each_text_once_per_request(fresh_server):
+    """Issue 30: two served turns with a fact routed for each latest message.
+    1. Turn 1, `[sinks | history | fact | last part]`: the last part (the message and the assistant
+       marker) is read in one forward call, after the fact, and nothing else is read after the
+       history (no second read without the fact); `grm.model_reads` counts every call.
+    2. Turn 2's history (turn 1's prompt and reply, the next user marker) is served from the store
+       as far as turn 1 stored it (its history); the rest is read once, in the chain blocks it is
+       stored as, then the new last part once, after the fact."""
+    srv = fresh_server(runtime={"reread": "never"})  # grafts mounted, never re-read as text
+    rt, c = srv.engine.rt, srv.client()
+    tok, budget, sinks = rt.lm.tokenizer, rt.config.block_tokens, len(rt.lm.tokenizer.sink_ids)
+    chat(c, [{"role": "user", "content": "remember permanently: my locker code is 4471"}], max_tokens=8)
+
+    def turn(messages: list[dict]) -> tuple:
+        """(the answer's `grm` object, its answer, the prompt, where its last part starts, its reads)"""
+        prompt = render_chat(tok, messages)
+        split = prompt.rfind("\n", 0, prompt.rfind(messages[-1]["content"])) + 1
+        with forward_reads(rt) as calls:
+            r = chat(c, messages, max_tokens=6)
+        extra = r.model_extra["grm"]
+        assert "fact" in [m.get("kind") for m in extra["mounted"]], extra["mounted"]
+        assert extra["model_reads"]["tokens"] == sum(len(ids) for _, ids in calls)
+        return extra, r.choices[0].message.content, prompt, split, calls
+
+    def seats(start: int, text: str) -> list[tuple[int, list[int]]]:
+        """Where `text`'s chain blocks are read from seat `start`, one forward call each."""
+        out = []
+        for block in prompt_blocks(text, tok, budget):
+            out.append((start, list(block.ids)))
+            start += len(block.ids)
+        return out
+
+    q1 = "What is my locker code?"
+    first, a1, p1, split1, calls = turn([{"role": "user", "content": q1}])
+    end1 = sinks + sum(len(ids) for _, ids in seats(0, p1[:split1]))  # the seat after turn 1's history
+    fact1 = sum(m["span"][1] - m["span"][0] for m in first["mounted"] if m.get("kind"))
+    assert [x for x in calls if x[0] >= end1] == [(end1 + fact1, tok.encode(p1[split1:]))]
+
+    messages = [{"role": "user", "content": q1}, {"role": "assistant", "content": a1},
+                {"role": "user", "content": "Thanks. Where is the locker?"}]
+    second, _a2, p2, split2, calls = turn(messages)
+    assert p2.startswith(p1)
+    fact2 = sum(m["span"][1] - m["span"][0] for m in second["mounted"] if m.get("kind"))
+    assert second["tokens_from_memory"] == end1 + fact2  # turn 1's history hit, and the fact mounted
+    history = seats(end1, p2[split1:split2])  # turn 1's last part, its reply, the next user marker
+    end2 = history[-1][0] + len(history[-1][1])
+    assert [x for x in calls if x[0] >= end1] == [*history, (end2 + fact2, tok.encode(p2[split2:]))]
