@@ -22,6 +22,17 @@ requests' own questions route nothing that grounds them, and each is read as an 
 `python bench/serve_batch.py [--model M] [--requests K] [--new-tokens M] [--clients 1,4,8]
 [--threads-list 1,2] [--name serve-batch] [--sequential] [--recall]`; `--quick` runs the tiny model.
 `--step-costs [--models A,B]`: decoding steps timed in process, batched vs alone (no server).
+
+`--join [--streams S] [--rounds R] [--join-chars C] [--prefill-chunk N]`: chunked prefill. Two
+`grm serve --batch 8` processes side by side, `--prefill-chunk N` (default 512) and
+`--prefill-chunk 0` (each joining prompt read whole). Per round, alternating between them: S
+clients stream completions (memory off, up to M new tokens); once each has received a few pieces,
+one client sends a long prompt (the first C characters of the news corpus, ~1,500 SmolLM2 tokens,
+memory off, so every round reads it whole) and streams its answer. Reported per server: the running
+streams' gaps between two streamed pieces while the long prompt joins (a gap that overlaps the
+window from the long request's send to its first piece), p50 / p95 / max, beside their gaps before
+it (steady decoding), and the joiner's time to its first piece (what chunking costs it). Written to
+bench/results/serve-batch-join.{json,md}.
 """
 
 from __future__ import annotations
@@ -258,6 +269,153 @@ def step_costs(args: argparse.Namespace) -> int:
     return 0
 
 
+def join_round(srv: Server, tenant: str, model: str, streams: int, new_tokens: int, prompt: str, tag: int) -> dict:
+    """One round of `--join`: `streams` completions streaming, then the long `prompt` sent; the
+    arrival times of every stream's pieces, the long request's send and first-piece times."""
+    import json
+
+    import httpx2 as httpx
+
+    headers = {"Authorization": f"Bearer {srv.keys[tenant]}"}
+    arrivals: list[list[float]] = [[] for _ in range(streams)]
+    errors: list[str] = []
+
+    def pieces(http: httpx.Client, body: dict, out: list[float]) -> dict:
+        """Stream `body`, each piece's arrival appended to `out`; the last chunk's `grm` object."""
+        last: dict = {}
+        with http.stream("POST", srv.url + "/v1/completions", json=body) as r:
+            if r.status_code != 200:
+                errors.append(f"HTTP {r.status_code}: {r.read()[:200]!r}")
+                return last
+            for line in r.iter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                chunk = json.loads(line[6:])
+                if any(c.get("text") for c in chunk.get("choices", [])):
+                    out.append(time.perf_counter())
+                last = chunk.get("grm", last)
+        return last
+
+    def stream(c: int) -> None:
+        topic = TOPICS[(tag + c) % len(TOPICS)]
+        body = {"model": model, "max_tokens": new_tokens, "temperature": 0, "stream": True, "grm": {"memory": False},
+                "prompt": f"Story {tag}-{c}. A long, quiet story about {topic}, told slowly:"}
+        with httpx.Client(headers=headers, timeout=1800) as http:
+            pieces(http, body, arrivals[c])
+
+    threads = [threading.Thread(target=stream, args=(c,)) for c in range(streams)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 600
+    while min(len(a) for a in arrivals) < 4 and time.monotonic() < deadline and not errors:
+        time.sleep(0.01)  # every stream decoding in the batch
+    body = {"model": model, "max_tokens": 8, "temperature": 0, "stream": True, "grm": {"memory": False},
+            "prompt": prompt + "\n\nQuestion: What is the first story about?\nAnswer:"}
+    joined: list[float] = []
+    sent = time.perf_counter()
+    with httpx.Client(headers=headers, timeout=1800) as http:
+        g = pieces(http, body, joined)
+    for t in threads:
+        t.join()
+    first = joined[0] if joined else time.perf_counter()
+    during: list[list[float]] = [[] for _ in arrivals]  # per stream
+    before = []
+    for c, times in enumerate(arrivals):
+        for a, b in zip(times, times[1:]):
+            if b > sent and a < first:
+                during[c].append(b - a)
+            elif b <= sent:
+                before.append(b - a)
+    return {"during": during, "before": before, "joiner_first_s": first - sent, "errors": errors,
+            "joiner_prompt_tokens": g.get("tokens_computed", 0) + g.get("tokens_from_memory", 0),
+            "stream_pieces": [len(a) for a in arrivals],
+            "streams_running_at_first": sum(1 for a in arrivals if a and a[-1] > first)}
+
+
+def join(args: argparse.Namespace) -> int:
+    """`--join`: running streams' inter-piece gaps while one long prompt joins, chunked prefill on
+    (--prefill-chunk N) vs off (0), two servers side by side, rounds alternating."""
+    from _common import news_corpus
+
+    quick = args.quick
+    model = "tiny-random-llama" if quick else (args.model or "smollm2-135m")
+    text = "\n\n".join(news_corpus()[5:40])[: args.join_chars]
+    prompt = text[: text.rfind(". ") + 1]
+    chunks = (args.prefill_chunk, 0)
+    rows: list[dict] = []
+    work = Path(tempfile.mkdtemp(prefix="grm-bench-serve-join-"))
+    for threads in (int(t) for t in args.threads_list.split(",")):
+        servers = {}
+        try:
+            for chunk in chunks:
+                (work / f"t{threads}-c{chunk}").mkdir()
+                servers[chunk] = Server(work / f"t{threads}-c{chunk}" / "store", model, threads, ("bench",),
+                                        ("--batch", "8", "--prefill-chunk", str(chunk)))
+            rounds: dict[int, list[dict]] = {c: [] for c in chunks}
+            for r in range(args.rounds):
+                for chunk in chunks if r % 2 == 0 else chunks[::-1]:  # alternating which goes first
+                    rounds[chunk].append(join_round(servers[chunk], "bench", model, args.streams, args.new_tokens,
+                                                    prompt, r * 10))
+                    print(chunk, {k: v for k, v in rounds[chunk][-1].items() if k not in ("during", "before")},
+                          flush=True)
+        finally:
+            for srv in servers.values():
+                srv.stop()
+        for chunk in chunks:
+            got = rounds[chunk]
+            during = [g for r in got for gaps in r["during"] for g in gaps]
+            before = [g for r in got for g in r["before"]]
+            firsts = [r["joiner_first_s"] for r in got]
+            # a round's stall: the median over its streams of each one's longest gap (one stream's
+            # held-back piece does not set it)
+            stalls = [statistics.median(max(gaps) for gaps in r["during"] if gaps) for r in got]
+            rows.append({"threads": threads, "prefill_chunk": chunk, "rounds": len(got), "streams": args.streams,
+                         "joiner_prompt_tokens": statistics.median(r["joiner_prompt_tokens"] for r in got),
+                         "gaps_during_join": len(during), "gap_p50_s": pct(during, 0.5),
+                         "gap_p95_s": pct(during, 0.95), "gap_max_s": max(during, default=float("nan")),
+                         "steady_gap_p50_s": pct(before, 0.5), "joiner_first_piece_p50_s": pct(firsts, 0.5),
+                         "stall_p50_s": pct(stalls, 0.5), "stall_max_s": max(stalls), "stalls_s": stalls,
+                         "streams_running_at_first_min": min(r["streams_running_at_first"] for r in got),
+                         "errors": sum(len(r["errors"]) for r in got),
+                         "error_samples": [e for r in got for e in r["errors"]][:3],
+                         "gaps_during_s": [r["during"] for r in got], "joiner_first_piece_s": firsts})
+    table = ["| threads | prefill chunk | rounds | running streams | joiner prompt tokens | gaps during the join | "
+             "gap p50 / p95 / max | stall per round p50 / max | steady gap p50 | joiner first piece p50 | "
+             "streams still running then | errors |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        name = f"{r['prefill_chunk']} tokens" if r["prefill_chunk"] else "0 (whole)"
+        table.append(f"| {r['threads']} | {name} | {r['rounds']} | {r['streams']} | {r['joiner_prompt_tokens']:.0f} | "
+                     f"{r['gaps_during_join']} | {r['gap_p50_s']:.2f} / {r['gap_p95_s']:.2f} / {r['gap_max_s']:.2f} s | "
+                     f"{r['stall_p50_s']:.2f} / {r['stall_max_s']:.2f} s | "
+                     f"{r['steady_gap_p50_s']:.2f} s | {r['joiner_first_piece_p50_s']:.2f} s | "
+                     f"{r['streams_running_at_first_min']} of {r['streams']} | {r['errors']} |")
+    ratios = []
+    for threads in (int(t) for t in args.threads_list.split(",")):
+        on, off = (next(r for r in rows if (r["threads"], r["prefill_chunk"]) == (threads, c)) for c in chunks)
+        ratios.append(f"{threads} thread(s), chunks of {args.prefill_chunk} over whole: gap p95 "
+                      f"{on['gap_p95_s'] / off['gap_p95_s']:.2f}x, stall per round p50 "
+                      f"{on['stall_p50_s'] / off['stall_p50_s']:.2f}x, the joiner's first piece "
+                      f"{on['joiner_first_piece_p50_s'] / off['joiner_first_piece_p50_s']:.2f}x")
+    table += ["", "Same requests, side by side, rounds alternating: " + "; ".join(ratios), "",
+              f"Per round, {args.streams} clients stream completions (memory off, up to {args.new_tokens} new tokens); "
+              "once each has received 4 pieces, one long completion (memory off: read whole every round) is sent and "
+              "streamed. A gap is the time between two streamed pieces of a running stream (a piece is what the "
+              "server sends at once: usually one token; a newline is held back until the token after it, so that "
+              "piece's gap can span two chunks); gaps during the join overlap the window from the long request's "
+              "send to its first piece. Stall per round: the median over a round's streams of each one's longest "
+              "gap during the join, p50 and max over rounds. Steady gap: the same streams' gaps before it. Joiner "
+              "first piece: client-side, from its send. Streams still running then: in every round, how many "
+              "streams had pieces left after the joiner's first one (fewer: a stream ended inside the window and "
+              "its gaps stop there)."]
+    cmd = (f"python bench/serve_batch.py --join --model {model} --threads-list {args.threads_list} "
+           f"--streams {args.streams} --rounds {args.rounds} --join-chars {args.join_chars} "
+           f"--prefill-chunk {args.prefill_chunk} --new-tokens {args.new_tokens}")
+    write_results("serve-batch-join", {"model": model, "new_tokens": args.new_tokens, "rows": rows}, table, cmd,
+                  quick=quick)
+    print("\n".join(table))
+    return 0 if all(r["errors"] == 0 for r in rows) else 1
+
+
 def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=2, help="chat completions per client (K)")
     p.add_argument("--requests-total", action="store_true", help="--requests is per row, split over the clients")
@@ -271,7 +429,13 @@ def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-costs", action="store_true", help="only time decoding steps in process (no server)")
     p.add_argument("--models", default="smollm2-135m,qwen2.5-coder-1.5b", help="models for --step-costs")
     p.add_argument("--repeats", type=int, default=5, help="steps timed per row count (--step-costs)")
+    p.add_argument("--join", action="store_true", help="running streams' gaps while a long prompt joins (chunked "
+                   "prefill on vs off)")
+    p.add_argument("--streams", type=int, default=3, help="running streams (--join)")
+    p.add_argument("--rounds", type=int, default=3, help="long prompts sent to each server (--join)")
+    p.add_argument("--join-chars", type=int, default=6900, help="characters of news text in the long prompt (--join)")
+    p.add_argument("--prefill-chunk", type=int, default=512, help="the chunked server's --prefill-chunk (--join)")
 
 
 if __name__ == "__main__":
-    run_cli(lambda args: step_costs(args) if args.step_costs else main(args), flags)
+    run_cli(lambda args: step_costs(args) if args.step_costs else join(args) if args.join else main(args), flags)

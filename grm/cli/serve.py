@@ -55,6 +55,11 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="answers generated together: up to N chats or completions decode in one forward call a "
                    "token, each read alone first (memory as without a batch), joining and leaving between "
                    "tokens; 1 generates one answer at a time (default 8)")
+    p.add_argument("--prefill-chunk", type=int, default=512, metavar="N",
+                   help="chunked prefill: a request joining the batch reads its prompt N tokens at a time, one "
+                   "decoding step of the batch between two chunks, so running answers keep streaming while a "
+                   "long prompt is read (chunks are whole forward calls of the read alone, up to 512 tokens: "
+                   "the same K/V and answer); 0 reads each prompt whole first (default 512)")
     p.add_argument("--host-budget", type=byte_count, default=DEFAULT_HOST_BUDGET, metavar="SIZE",
                    help="bytes of verified exact K/V kept in host RAM between requests (page-locked with a GPU), "
                         "so a repeated context mounts from RAM without a store read; shared fairly between "
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                          no_auth=args.no_auth, tenant=args.tenant, queue=args.queue, queue_total=args.queue_total,
                          slice_s=args.slice, job_timeout_s=args.job_timeout, tenant_bytes=args.tenant_bytes,
                          timeout_s=args.timeout, max_tokens=args.max_tokens, store_budget=args.store_budget,
-                         batch=args.batch)
+                         batch=args.batch, prefill_chunk=args.prefill_chunk)
     from grm.serve.server import serve
 
     rc = runtime_config(args, host_budget=args.host_budget, **mount_options(args))

@@ -1,8 +1,10 @@
 """Reading tokens into a cache: the one place GRM calls the model's forward pass.
 
 Chunked prefill bounds the transient attention memory on long inputs; the chunking is a fixed
-function of the input length, so the same tokens after the same cache always take the same
-arithmetic path (the exactness invariant depends on it).
+function of the input length (`calls`), so the same tokens after the same cache always take the
+same arithmetic path (the exactness invariant depends on it: a forward call cut in two gives K/V
+that differ in the last bits). A reader that pauses between two forward calls (the server's
+batch, grm/runtime/answer.py `read_prompt`) makes the same calls, one `prefill_call` each.
 
 `watch(model)` counts what the model reads (`Reads`: tokens and forward calls) with a forward
 pre-hook, so every caller is counted, here or elsewhere (a blend's re-read, the self-test): the
@@ -66,18 +68,29 @@ def watch(model: torch.nn.Module) -> Reads:
     return reads
 
 
+def calls(n: int) -> list[tuple[int, int]]:
+    """The spans [a, b) that `prefill` reads `n` tokens in, one forward call each (at most
+    PREFILL_CHUNK tokens): a fixed function of `n`."""
+    if n < 1:
+        raise ValueError("prefill needs at least one token")
+    return [(a, min(a + PREFILL_CHUNK, n)) for a in range(0, n, PREFILL_CHUNK)]
+
+
 def prefill(model: torch.nn.Module, cache: DynamicCache, ids: list[int], start: int) -> torch.Tensor:
     """Read `ids` at seats start.. into `cache`; return the last position's logits [vocab] (fp32)."""
-    if not ids:
-        raise ValueError("prefill needs at least one token")
     logits = None
-    for a in range(0, len(ids), PREFILL_CHUNK):
-        chunk = ids[a : a + PREFILL_CHUNK]
-        input_ids = torch.tensor([chunk], device=model.device)
-        positions = torch.arange(start + a, start + a + len(chunk), device=model.device)[None]
-        out = model(input_ids=input_ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
-        logits = out.logits[0, -1]
-    return logits.float()
+    for a, b in calls(len(ids)):
+        logits = prefill_call(model, cache, ids[a:b], start + a)
+    return logits
+
+
+def prefill_call(model: torch.nn.Module, cache: DynamicCache, ids: list[int], start: int) -> torch.Tensor:
+    """One forward call of a prefill (`ids`: one span of `calls`): `ids` read at seats start..
+    into `cache`; the last position's logits [vocab] (fp32)."""
+    input_ids = torch.tensor([ids], device=model.device)
+    positions = torch.arange(start, start + len(ids), device=model.device)[None]
+    out = model(input_ids=input_ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[0, -1].float()
 
 
 def read_after_sinks(model: torch.nn.Module, sinks: KV, ids: list[int]) -> KV:

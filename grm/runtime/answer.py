@@ -9,7 +9,9 @@ A request is answered in seven steps, each owned by one module:
 3. load      each mount's K/V, verified (ExactMemory.load_verified, Residency.get through the
              device/host/store planes); a miss is read as text instead, never served
 4. arena     `[sinks | mounts | live tail]` (grm/grafts/arena.build: one rotation per re-seat)
-5. prefill   the text after memory (grm/kv/forward.prefill)
+5. prefill   the text after memory (grm/kv/forward.prefill), one forward call at a time with a
+             `Pause` before each (`read_prompt`): the server's worker steps its batch between
+             two; a reader that does not pause reads `through`
 6. generate  greedy, a `Sequence` per answer (grm/runtime/generate.py), streaming deltas to
              `on_token`: alone (`Decoding.alone`, one forward call a token) or in the server's
              batch (grm/runtime/batch.py), with the same rules; `begin` (steps 1-5 done) and
@@ -31,9 +33,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import torch
 from transformers import DynamicCache
@@ -47,7 +49,7 @@ from grm.grafts.blend import BlendConfig
 from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
-from grm.kv.forward import Reads, prefill, step
+from grm.kv.forward import Reads, calls, prefill, prefill_call, step
 from grm.models import LoadedModel
 from grm.policy.align import related
 from grm.route.lexical import WORD
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from grm.runtime.policy_glue import PolicyGlue
 
 log = logging.getLogger("grm")
+T = TypeVar("T")
 
 
 def question_read(ctx: Context, question: str, read: Iterable[str] = ()) -> tuple[list[int], str | None]:
@@ -495,25 +498,49 @@ class Decoding:
         return Generated(seq.text, seq.ids, seq.ttft, self.prompt_tokens, self.start, seq.finish_reason)
 
 
-def read_prompt(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Decoding:
-    """Step 5: read the runs after the arena (storing the prompt's new blocks if asked); the
-    answer is generated from the Decoding returned."""
+@dataclass(frozen=True)
+class Pause:
+    """Yielded by a prompt read (`read_prompt`) before each of its forward calls: the caller may use
+    the model meanwhile (the server's worker steps its batch), then resumes the read, which makes
+    that call. The calls are those of a read that does not pause (grm/kv/forward.py `calls`), so
+    the K/V and logits are the same, bit for bit."""
+
+    tokens: int  # what the next forward call reads
+
+
+def read_prompt(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generator[Pause, None, Decoding]:
+    """Step 5: read the runs after the arena (storing the prompt's new blocks if asked), a `Pause`
+    yielded before each forward call; the answer is generated from the Decoding returned. Grad
+    mode is off around each call, not across a pause (it is per thread: readers interleave)."""
     arena, model = ready.arena, ctx.lm.model
     start = seat = arena.seat
     logits = None
     for ids in ready.read:
-        logits = prefill(model, arena.cache, ids, seat)
+        for a, b in calls(len(ids)):
+            yield Pause(b - a)
+            with torch.no_grad():
+                logits = prefill_call(model, arena.cache, ids[a:b], seat + a)
         seat += len(ids)
-    if ready.blocks_to_store:
-        harvest_blocks(ctx, arena, ready.blocks_to_store, ready.block_meta)
+    with torch.no_grad():
+        if ready.blocks_to_store:
+            harvest_blocks(ctx, arena, ready.blocks_to_store, ready.block_meta)
     seq = Sequence(ctx.lm.tokenizer, seat, gen.max_new_tokens, t0, gen.stops, blank_line_ends=not gen.chat,
                    on_token=gen.on_token)
     return Decoding(ready, gen, t0, start, seat, logits, seq)
 
 
+def through(steps: Generator[Pause, None, T]) -> T:
+    """The result of a read that pauses (`read_prompt`, `begin`), read without pausing."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
 def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
     """Read the runs after the arena, generate, and store the prompt's new blocks if asked."""
-    dec = read_prompt(ctx, ready, gen, t0)
+    dec = through(read_prompt(ctx, ready, gen, t0))
     with ctx.reads.paused():  # decode steps are counted by the sequence (Sequence.steps)
         dec.alone(ctx.lm.model)
     return dec.generated()
@@ -535,7 +562,7 @@ def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str,
 def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
     """Steps 5-7 for `ask`: the Answer the API and `--json` report (`begin`, generated alone,
     `conclude`)."""
-    dec = begin(ctx, ready, gen, t0)
+    dec = through(begin(ctx, ready, gen, t0))
     if isinstance(dec, Answer):
         return dec
     with ctx.reads.paused():  # decode steps are counted by the sequence (Sequence.steps)
@@ -543,9 +570,10 @@ def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
     return conclude(dec)
 
 
-def begin(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Decoding | Answer:
-    """Step 5 for `ask`: the Decoding to generate, or the Answer itself where nothing is
-    generated: an abstaining plan answers the configured line, streamed as one piece."""
+def begin(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generator[Pause, None, Decoding | Answer]:
+    """Step 5 for `ask` (`read_prompt`'s pauses yielded): the Decoding to generate, or the Answer
+    itself where nothing is generated: an abstaining plan answers the configured line, streamed
+    as one piece."""
     if ready.abstained:
         line = ctx.config.abstain_line
         if gen.on_token is not None:
@@ -562,7 +590,7 @@ def begin(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Decoding | 
                 delta = with_lead(ready.lead, delta)
             return _send(delta)
         gen = replace(gen, on_token=on_token)
-    return read_prompt(ctx, ready, gen, t0)
+    return (yield from read_prompt(ctx, ready, gen, t0))
 
 
 def conclude(dec: Decoding) -> Answer:

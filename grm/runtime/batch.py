@@ -3,9 +3,12 @@
 Lifecycle (who calls what, when; all on the server's one model worker):
 1. `Runtime.batch()` gives a `Batch` (None for a model it cannot batch: `batchable`).
 2. Each request is planned, loaded and read ALONE, exactly as `ask` reads it
-   (`Runtime.answering` up to its yield: the memory path and exactness are unchanged), and its
+   (`Runtime.answering` up to its Decoding: the memory path and exactness are unchanged), and its
    `Decoding` `join`s the batch between steps; its first token is chosen then (a request that
-   ends there never joins).
+   ends there never joins). Asked with `pauses`, the generator yields a `Pause` before each
+   forward call of its prompt read (chunked prefill): the caller may `step()` the batch before
+   resuming it, so a long prompt joining does not stall the rows already decoding; the calls,
+   and so the K/V and the first token, are those of the read without pauses.
 3. `step()` reads the latest token of every live sequence in one forward call (grm/kv/batch.py:
    caches left-padded, a mask, a seat per row) and returns the keys of the sequences that ended
    (end of turn, a stop string, max tokens, a cancel: `Sequence.push`'s rules, the same as
@@ -14,7 +17,7 @@ Lifecycle (who calls what, when; all on the server's one model worker):
 A step that fails fails the requests in it (`clear()` hands back their keys).
 
 `alone(steps, ...)` is the same protocol for one request, one forward call a token (`ask`, and a
-server started with `--batch 1`).
+server started with `--batch 1`); it reads through pauses.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from grm.dialects import Dialect
 from grm.kv import new_cache
 from grm.kv.batch import PaddedBatch
 from grm.kv.forward import Reads
-from grm.runtime.answer import Decoding
+from grm.runtime.answer import Decoding, Pause
 
 T = TypeVar("T")
 
@@ -39,10 +42,13 @@ def batchable(dialect: Dialect) -> bool:
     return all(window is None for window in dialect.sliding_window)
 
 
-def alone(steps: Generator[Decoding, None, T], model: torch.nn.Module, reads: Reads) -> T:
-    """Drive an `answering` generator to its end, its answer generated one forward call a token."""
+def alone(steps: Generator[Decoding | Pause, None, T], model: torch.nn.Module, reads: Reads) -> T:
+    """Drive an `answering` generator to its end, its answer generated one forward call a token
+    (its prompt read through, where it pauses)."""
     try:
         dec = next(steps)
+        while isinstance(dec, Pause):
+            dec = next(steps)
         with torch.no_grad(), reads.paused():  # decode steps are counted by the sequence
             dec.alone(model)
         steps.send(None)

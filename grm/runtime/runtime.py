@@ -248,12 +248,15 @@ class Runtime:
     def answering(self, question: str, mode: str = "auto", max_new_tokens: int | None = None, *,
                   stop: tuple[str, ...] | list[str] = (), on_token: Callable[[str], bool | None] | None = None,
                   store_prompt: bool = False, chat: bool = False, memory: bool = True,
-                  recall: str | None = None) -> Generator[pipeline.Decoding, None, Answer]:
+                  recall: str | None = None,
+                  pauses: bool = False) -> Generator[pipeline.Decoding | pipeline.Pause, None, Answer]:
         """`ask` in two halves, for a caller that generates several answers together (the server's
         batch, grm/runtime/batch.py): the generator plans, loads and reads the prompt, then yields
         its `Decoding` (nothing yielded where nothing is generated: an abstention); the caller
         generates it (`Decoding.alone`, or in a batch) and resumes the generator, which returns the
-        Answer. The arguments are `ask`'s; so is the answer, token for token, however generated."""
+        Answer. With `pauses` the prompt read yields a `Pause` before each of its forward calls
+        (the caller steps its batch, then resumes it: chunked prefill), the same calls as without.
+        The other arguments are `ask`'s; so is the answer, token for token, however generated."""
         t0 = time.perf_counter()
         if mode not in ASK_MODES:
             raise UserInputError(f"bad mode {mode!r}: one of {', '.join(ASK_MODES)}")
@@ -264,7 +267,8 @@ class Runtime:
         gen = Generation(max_new_tokens or self.config.max_new_tokens, tuple(stop), chat, on_token)
         with torch.no_grad():  # grad mode is per thread: a server's worker thread needs it too
             ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall, chat)
-            dec = pipeline.begin(self.ctx, ready, gen, t0)
+        begun = pipeline.begin(self.ctx, ready, gen, t0)  # its forward calls run without grad
+        dec = (yield from begun) if pauses else pipeline.through(begun)
         if isinstance(dec, pipeline.Decoding):
             yield dec
             answer = pipeline.conclude(dec)

@@ -39,6 +39,10 @@ class ServeConfig:
     drain_s: float = 30.0  # on SIGTERM, how long in-flight requests may take to finish
     store_budget: int | None = None  # bytes the store is kept under (grm/store/tiering.py); None: the stored one
     batch: int = 8  # answers generated together, one forward call a token for all (1: one at a time)
+    # prompt tokens the worker reads of joining answers between two decoding steps of the batch
+    # (whole forward calls of a lone read, up to 512 tokens: a longer one alone); 0: each prompt
+    # read whole before it joins, the batch waiting
+    prefill_chunk: int = 512
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -55,6 +59,8 @@ class ServeConfig:
             raise UserInputError("body limit must be >= 1024 bytes, max tokens and trace length >= 1, drain >= 0")
         if self.batch < 1:
             raise UserInputError("--batch must be at least 1")
+        if self.prefill_chunk < 0:
+            raise UserInputError("--prefill-chunk must be >= 0 tokens (0: read each prompt whole)")
         if self.store_budget is not None and self.store_budget < 1:
             raise UserInputError("--store-budget must be at least 1 byte")
         if self.no_auth and self.keys is not None:

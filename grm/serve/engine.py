@@ -23,8 +23,14 @@ Lifecycle (who calls what, when):
    (grm/runtime/batch.py) and decodes with up to `batch` others, one forward call a token; between
    two tokens the worker takes more jobs (`Scheduler.take_more`: new generations join, another
    job runs while the batch waits), and a generation that ends (end of turn, stop string, limit,
-   cancel) leaves and is finished (evidence stored, metrics, trace). `--batch 1`: one job runs at
-   a time, its answer generated alone. What the model read for each request (ReadTally over
+   cancel) leaves and is finished (evidence stored, metrics, trace). Chunked prefill
+   (`prefill_chunk` > 0): a joining generation is planned and loaded when taken, then reads its
+   prompt a forward call at a time (it yields a Pause before each, grm/runtime/answer.py), the
+   worker reading at most `prefill_chunk` tokens of the joiners' prompts (one call, if longer)
+   between two decoding steps, joiners in turn; the calls are a lone read's, so the K/V and the
+   answer are the same. A joiner cancelled between two calls stops reading (499); a call that
+   fails fails that request only. `--batch 1`: one job runs at a time, its answer generated
+   alone, its prompt read whole. What the model read for each request (ReadTally over
    grm/kv/forward.py Reads) is in its `grm.model_reads` and in /metrics.
 3. `run(tenant, fn)` calls `fn(TenantMemory)`: the policy plane, documents and store figures of
    that tenant only (a view of the one runtime: `Runtime.for_tenant`).
@@ -48,6 +54,7 @@ from typing import Any, Callable
 
 from grm.errors import GrmError, redact
 from grm.runtime.admin import store_folder
+from grm.runtime.answer import Pause
 from grm.runtime.batch import resume
 from grm.runtime.commands import is_command_only
 from grm.serve.errors import ApiError, from_grm
@@ -91,9 +98,10 @@ class Job:
     kind: str = "interactive"  # interactive | bulk (grm/serve/scheduler.py)
     writes: bool = False  # stores memory: refused while the tenant is over its byte quota
     sliced: Sliced | None = None  # a long job, run a slice at a time (then `fn` is unused)
-    # a generation: its `answering` steps (read alone, generated in the batch, finished); `fn`
-    # runs the same steps one forward call a token (a server without a batch)
-    steps: Callable[[], Generator] | None = None
+    # a generation: its `answering` steps (read alone, generated in the batch, finished), called
+    # with pauses=True: its prompt read yields a Pause before each forward call (chunked prefill);
+    # `fn` runs the same steps without pauses, one forward call a token (a server without a batch)
+    steps: Callable[[bool], Generator] | None = None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.perf_counter)
@@ -113,7 +121,7 @@ class Job:
             raise ApiError(504, f"request not answered within {timeout:g} s", "timeout_error", "request_timeout")
 
 
-JOINED = object()  # a job that is not done yet: generating in the batch, or a sliced job paused
+JOINED = object()  # a job that is not done yet: reading its prompt or generating in the batch, or a sliced job paused
 
 
 def _raise(e: BaseException) -> Any:
@@ -141,11 +149,17 @@ class ReadTally:
 
 
 def _decoded(steps: Generator, tally: ReadTally) -> Generator[Any, None, tuple[Any, int]]:
-    """An `answering` generator's Decoding yielded to be generated (alone or in the batch; the
-    model's reads meanwhile are other requests', not tallied), then (its answer, decode steps);
-    (the answer, 0) where nothing is generated (an abstention)."""
+    """An `answering` generator's pauses passed on (its prompt read a forward call at a time) and
+    its Decoding yielded to be generated (alone or in the batch; the model's reads meanwhile are
+    other requests', not tallied), then (its answer, decode steps); (the answer, 0) where nothing
+    is generated (an abstention)."""
     try:
         dec = next(steps)
+        while isinstance(dec, Pause):
+            tally.pause()
+            yield dec
+            tally.resume()
+            dec = next(steps)
     except StopIteration as done:
         return done.value, 0
     tally.pause()
@@ -234,20 +248,25 @@ class Engine:
         batch = self.rt.batch() if self.config.batch > 1 else None
         if self.config.batch > 1 and batch is None:
             log.warning("this model cannot be batched (a sliding window): answers are generated one at a time")
+        # generations reading their prompts (chunked prefill), each paused before a forward call
+        reading: deque[tuple[Job, Generator, int]] = deque()
         while True:
-            if batch is not None and len(batch):  # between two decoding steps: who joins (or runs)
-                jobs = self._scheduler.take_more(self.config.batch - len(batch))
+            if batch is not None and (len(batch) or reading):  # between two decoding steps: who joins (or runs)
+                jobs = self._scheduler.take_more(self.config.batch - len(batch) - len(reading))
             elif (job := self._scheduler.take()) is not None:
                 jobs = [job]
             else:
                 return
             for job in jobs:
-                self._start(job, batch)
+                self._start(job, batch, reading)
+            if reading:
+                self._read(batch, reading)
             if batch is not None and len(batch):
                 self._step(batch)
 
-    def _start(self, job: Job, batch: Any) -> None:
-        """Run `job` (a slice of a sliced one); a generation with a batch is read and joins it."""
+    def _start(self, job: Job, batch: Any, reading: deque) -> None:
+        """Run `job` (a slice of a sliced one); a generation with a batch is planned, then reads
+        its prompt (whole, or paused before its first forward call: `reading`) and joins it."""
         t0 = time.perf_counter()
         if job.started_at is None:
             if job.cancelled.is_set() and job.sliced is None:
@@ -263,20 +282,46 @@ class Engine:
                     self._check_quota(job.tenant)
                 if batch is None or job.steps is None:
                     return job.fn()
-                steps = job.steps()
-                try:
-                    dec = next(steps)
-                except StopIteration as done:  # nothing to generate
-                    return done.value
-                if batch.join((job, steps), dec):
-                    return JOINED
-                return self.rt.resume(steps)  # its first token ended it
+                return self._advance(job, job.steps(self.config.prefill_chunk > 0), batch, reading)
             if not job.sliced.step():  # one slice ran; the others waiting go first
                 self._scheduler.put_back(job)
                 return JOINED
             return job.sliced.result()
 
         self._settle(job, run, t0)
+
+    def _advance(self, job: Job, steps: Generator, batch: Any, reading: deque) -> Any:
+        """Run a generation's steps to its next pause (then it waits in `reading`: JOINED) or to its
+        Decoding, which joins the batch (JOINED), unless its first token ended it (its result)."""
+        try:
+            dec = next(steps)
+        except StopIteration as done:  # nothing to generate
+            return done.value
+        if isinstance(dec, Pause):
+            reading.append((job, steps, dec.tokens))
+            return JOINED
+        if batch.join((job, steps), dec):
+            return JOINED
+        return self.rt.resume(steps)  # its first token ended it
+
+    def _read(self, batch: Any, reading: deque) -> None:
+        """Between two decoding steps: the generations in `reading` read their prompts on, one
+        forward call at a time, in turn, up to `prefill_chunk` tokens in all (a first call longer
+        than that alone). One cancelled meanwhile stops reading; one that fails fails alone."""
+        read = 0
+        while reading:
+            job, steps, tokens = reading[0]
+            if read and read + tokens > self.config.prefill_chunk:
+                return
+            reading.popleft()
+            read += tokens
+            if job.cancelled.is_set():
+                steps.close()
+                cancelled = ApiError(499, "request cancelled while its prompt was read", "cancelled", "cancelled")
+                self._settle(job, lambda e=cancelled: _raise(e), job.started_at or time.perf_counter())
+                continue
+            self._settle(job, lambda job=job, steps=steps: self._advance(job, steps, batch, reading),
+                         job.started_at or time.perf_counter())
 
     def _step(self, batch: Any) -> None:
         """One decoding step of the batch; the requests it ended are finished and answered."""
@@ -400,17 +445,18 @@ class Engine:
         """Queue one generation; `on_delta(text)` is called on the worker thread per new piece."""
         holder: dict[str, Job] = {}
 
-        def steps() -> Generator:
-            return self._generation(tenant, req, holder["job"], on_delta)
+        def steps(pauses: bool) -> Generator:
+            return self._generation(tenant, req, holder["job"], on_delta, pauses)
 
-        job = self.submit(tenant, req.endpoint, lambda: self.rt.alone(steps()), writes=req.memory, steps=steps)
+        job = self.submit(tenant, req.endpoint, lambda: self.rt.alone(steps(False)), writes=req.memory, steps=steps)
         holder["job"] = job
         return job
 
-    def _generation(self, tenant: str, req: GenRequest, job: Job,
-                    on_delta: Callable[[str], None] | None) -> Generator[Any, None, GenResult]:
-        """One generation as steps (grm/runtime/batch.py): the prompt read, then its Decoding
-        yielded to be generated (alone or in the batch), then the answer finished and recorded."""
+    def _generation(self, tenant: str, req: GenRequest, job: Job, on_delta: Callable[[str], None] | None,
+                    pauses: bool = False) -> Generator[Any, None, GenResult]:
+        """One generation as steps (grm/runtime/batch.py): the prompt read (with `pauses`, a Pause
+        yielded before each forward call), then its Decoding yielded to be generated (alone or in
+        the batch), then the answer finished and recorded."""
         rt = self.view(tenant)
         mem = self.memory(tenant)
         tally = ReadTally(self.rt.reads)
@@ -431,7 +477,7 @@ class Engine:
                 on_delta(delta)
             return not job.cancelled.is_set()
 
-        ans, decode_steps = yield from _decoded(self._ask(rt, req, on_token), tally)
+        ans, decode_steps = yield from _decoded(self._ask(rt, req, on_token, pauses), tally)
         n_out = getattr(ans, "completion_tokens", None)
         if n_out is None:  # Answer does not count generated tokens (yet): the answer's reading
             n_out = min(req.max_tokens, len(self.rt.lm.tokenizer.encode(ans.answer))) if ans.answer else 0
@@ -466,18 +512,19 @@ class Engine:
         holder: dict[str, Job] = {}
         req = GenRequest(question, max_new_tokens or self.rt.config.max_new_tokens, endpoint="ask", mode=mode)
 
-        def steps() -> Generator:
-            return self._asking(tenant, req, holder["job"])
+        def steps(pauses: bool) -> Generator:
+            return self._asking(tenant, req, holder["job"], pauses)
 
-        holder["job"] = job = self.submit(tenant, "ask", lambda: self.rt.alone(steps()), steps=steps)
+        holder["job"] = job = self.submit(tenant, "ask", lambda: self.rt.alone(steps(False)), steps=steps)
         return job
 
-    def _asking(self, tenant: str, req: GenRequest, job: Job) -> Generator[Any, None, dict]:
-        """`ask` as steps: the question planned and read, its Decoding yielded to be generated
-        (alone or in the batch), then the answer recorded (trace, metrics, the tiering's heat)."""
+    def _asking(self, tenant: str, req: GenRequest, job: Job, pauses: bool = False) -> Generator[Any, None, dict]:
+        """`ask` as steps: the question planned and read (with `pauses`, a Pause yielded before each
+        forward call), its Decoding yielded to be generated (alone or in the batch), then the answer
+        recorded (trace, metrics, the tiering's heat)."""
         tally = ReadTally(self.rt.reads)
         steps = self.view(tenant).answering(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens,
-                                            on_token=lambda _d: not job.cancelled.is_set())
+                                            on_token=lambda _d: not job.cancelled.is_set(), pauses=pauses)
         ans, decode_steps = yield from _decoded(steps, tally)
         tally.pause()
         reads = {"tokens": tally.tokens, "calls": tally.calls, "decode_steps": decode_steps}
@@ -490,18 +537,19 @@ class Engine:
         self.after_write(tenant)  # the runtime counted its mounts (the tiering policy's heat)
         return ans.to_json()
 
-    def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool]) -> Generator:
+    def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool], pauses: bool = False) -> Generator:
         """The runtime call. Exact mode (every chat, and completions by default): the prompt as given
         after the sinks, the stored blocks it starts with loaded, its new blocks stored after
         answering (a conversation's history hits on its next request), ended only by end-of-turn,
         a stop string or max_tokens; for a chat, grafts routed for the latest user message (earlier
         exchanges, facts, documents) are mounted just before it (`recall`). Another mode (completions' `grm.mode`) asks the prompt as a
-        question over memory, as `grm ask --mode` does."""
+        question over memory, as `grm ask --mode` does. `pauses`: its prompt read yields a Pause
+        before each forward call (chunked prefill)."""
         exact = req.mode == "exact"
         recall = req.user_text if exact and req.memory and req.user_text else None
         return rt.answering(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens, stop=req.stops,
                             on_token=on_token, store_prompt=req.memory and exact, chat=exact, memory=req.memory,
-                            recall=recall)
+                            recall=recall, pauses=pauses)
 
     def _record(self, tenant: str, req: GenRequest, rid: str, ans: Any, finish: str, n_out: int = 0,
                 reads: dict | None = None) -> None:

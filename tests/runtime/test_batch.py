@@ -9,11 +9,19 @@ Expectations:
 2. The memory path is unchanged: a batch of prompts stored by an earlier `ask` loads them
    (tokens from memory as alone) and answers the same.
 3. A model with a sliding window (the tiny gemma3) is not batched (`Runtime.batch()` is None).
+4. Chunked prefill: a long prompt read with pauses (`answering(pauses=True)`), another request's
+   batch stepped between every two of its forward calls, pauses before each forward call of a
+   read without pauses (PREFILL_CHUNK tokens, the rest last) and gives the same K/V and logits,
+   bit for bit, and the same answer as `ask`; with its prompt stored (exact mode), the same
+   blocks, which a later ask loads as it loads those stored without pauses.
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
+
+from tests.conftest import lorem
 
 PROMPTS = ["Tell me about the sea.", "What is the capital of France?",
            "Write a haiku about winter trees and snow falling quietly on the hills.", "Name three colours.",
@@ -105,3 +113,65 @@ def test_batched_answers_are_the_answers_alone_on_smollm2(make_runtime):
     rt = make_runtime("smollm2-135m")
     asks = _asks(len(PROMPTS), 24)
     _check_same(rt, PROMPTS, asks)
+
+
+def _read_pausing(rt, batch, prompt: str, **kw) -> tuple:
+    """`prompt` read with pauses, `batch` stepped at every pause: (its steps, Decoding, pause sizes,
+    steps of the batch between two of its forward calls)."""
+    from grm.runtime.answer import Pause
+
+    steps = rt.answering(prompt, pauses=True, **kw)
+    pauses, stepped = [], 0
+    item = next(steps)
+    while isinstance(item, Pause):
+        pauses.append(item.tokens)
+        if len(batch) and len(pauses) > 1:  # another request decodes between two forward calls
+            batch.step()
+            stepped += 1
+        item = next(steps)
+    return steps, item, pauses, stepped
+
+
+def _same_read(a, b) -> bool:
+    from grm.kv import kv_from_cache
+
+    ka, kb = kv_from_cache(a.cache), kv_from_cache(b.cache)
+    return (torch.equal(ka.keys, kb.keys) and torch.equal(ka.values, kb.values) and torch.equal(a.logits, b.logits)
+            and a.prompt_tokens == b.prompt_tokens)
+
+
+@pytest.mark.parametrize("memory", [False, True])
+def test_a_prompt_read_with_pauses_is_the_prompt_read_whole(make_runtime, tmp_path, memory):
+    from grm.kv.forward import PREFILL_CHUNK
+    from grm.runtime.answer import Decoding
+
+    rt = make_runtime()
+    prompt = lorem(12, seed=3)
+    kw = {"mode": "exact", "max_new_tokens": 12, "chat": True, "memory": memory, "store_prompt": memory}
+    n = len(rt.lm.tokenizer.encode(prompt))
+    batch = rt.batch()
+    running = rt.answering("A long answer about the sea, please.", mode="exact", max_new_tokens=200, chat=True,
+                           memory=False)
+    assert batch.join("running", next(running))
+    steps, dec, pauses, stepped = _read_pausing(rt, batch, prompt, **kw)
+    assert isinstance(dec, Decoding)
+    if not memory:  # one run, read as prefill reads it: full calls, the rest last
+        assert set(pauses[:-1]) == {PREFILL_CHUNK} and 0 < pauses[-1] <= PREFILL_CHUNK
+    assert len(pauses) >= 3 and stepped == len(pauses) - 1 and sum(pauses) >= n
+    whole_rt = make_runtime(store=tmp_path / "whole")  # the same prompt read without pauses (nothing stored yet)
+    whole_steps = whole_rt.answering(prompt, **kw)
+    whole = next(whole_steps)
+    assert _same_read(dec, whole)
+    dec.alone(rt.lm.model)
+    paused = rt.resume(steps)
+    whole.alone(whole_rt.lm.model)
+    alone = whole_rt.resume(whole_steps)
+    assert (paused.answer, paused.completion_tokens, paused.tokens_from_memory) == \
+        (alone.answer, alone.completion_tokens, alone.tokens_from_memory)
+    if memory:  # the blocks stored while pausing are the ones a read without pauses stores
+        again, again_whole = rt.ask(prompt, **kw), whole_rt.ask(prompt, **kw)
+        assert again.tokens_from_memory == again_whole.tokens_from_memory > paused.tokens_from_memory
+        assert again.answer == again_whole.answer == alone.answer
+        stored = {r.key: rt.store.read_payload(r) for r in rt.store.records("default", "block")}
+        stored_whole = {r.key: whole_rt.store.read_payload(r) for r in whole_rt.store.records("default", "block")}
+        assert stored == stored_whole and len(stored) >= 2
