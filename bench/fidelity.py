@@ -436,8 +436,10 @@ def _pct(a: int, b: int) -> str:
 
 
 def _table(res: dict) -> list[str]:
+    read_by = {"none": "nothing (no rule reads a plain turn)", "rule": "rule", "model": "the model", "both": "rule and model"}
+    extractor = res.get("extractor_resolved", res.get("extractor", "rule"))
     out = [f"{res.get('model') or 'smollm2-135m'} {res.get('dtype', 'float32')} (default flags otherwise; updates read by "
-           f"{res.get('extractor', 'rule')}, answers begun by lead {res.get('lead', 'model')}, English layer "
+           f"{read_by.get(extractor, extractor)}, answers begun by lead {res.get('lead_resolved', res.get('lead', 'model'))}, English layer "
            f"{res.get('rules', 'on')}, later mentions {res.get('later', 0)} per routed turn), greedy, plain questions, "
            "every memory chat with the live context "
            "cleared every turn. In context = the same turns read as text, in order, then the question (memory off)."]
@@ -595,7 +597,9 @@ def main(args: argparse.Namespace) -> int:
                               extractor=args.extractor, lead=args.lead, order=args.order,
                               **runtime_options(args)) as rt:
                 res["dtype"] = str(rt.lm.model.dtype).replace("torch.", "")
-                res["rules"], res["later"] = rt.config.rules, rt.config.later
+                res["rules"], res["later"], res["lead_resolved"] = rt.config.rules, rt.config.later, rt.config.lead
+                res["extractor_resolved"] = ("none" if rt.config.rules == "off" and rt.config.extractor == "rule"
+                                             else rt.config.extractor)  # what PolicyGlue reads updates with
                 res["updates"] = [updates(rt.for_tenant(split), split, args.ceiling)
                                   for split in (args.splits or UPDATES)]
                 if args.splits:  # only these updates splits: no extractor, corrections or abstention
