@@ -15,7 +15,10 @@ splits (bench/fidelity.py's, bench/data/sealed/updates-*.json), no memory store 
   sentence: "<text>" means in one word:"' (PromptEOL, Jiang et al. 2023), centred on the
   candidates' mean, cosine. Reported: how many questions rank their statement / their update in
   the top 1, 3 and 5, and how often a statement ranks its own update in the top 3 among the
-  updates (what a link from statement to update would find).
+  updates (what a link from statement to update would find). Then what routers of a few designs
+  would mount (`mounts`): each channel's top 4, the top 2 of each, and that union with each
+  mounted statement's best-linked update (by either channel), and how often the mounted turns hold
+  the statement, the update, both.
 
 `python bench/update_reading.py --model qwen2.5-coder-1.5b --threads 1 --splits fresh20,fresh21 --parts reading,routing`
 """
@@ -125,7 +128,41 @@ def routing(rt, items: list[tuple]) -> dict:
         out[name] = {"statement": {k: _at(rs, k) for k in (1, 3, 5)}, "update": {k: _at(ru, k) for k in (1, 3, 5)},
                      "both_at_5": sum(a <= 5 and b <= 5 for a, b in zip(rs, ru)),
                      "statement_links_update_at_3": _at(rl, 3)}
-    return {"n": n, "candidates": len(cands), "channels": out}
+    return {"n": n, "candidates": len(cands), "channels": out, "mounts": mounts(channels, n)}
+
+
+def _top(row: list[float], k: int) -> list[int]:
+    """The k best candidates of a score row (a zero score is no match)."""
+    return [i for i in sorted(range(len(row)), key=lambda i: -row[i]) if row[i] > 0][:k]
+
+
+def mounts(channels: dict, n: int) -> dict:
+    """What a router of each design would mount per question, and whether that holds the item's
+    statement, its update, both. Candidates 0..n-1 are statements, n..2n-1 updates (said later);
+    a link brings, for each mounted statement, the update its channel ranks first against it."""
+    bm, eol = channels["bm25"], channels["hidden PromptEOL"]
+
+    def union(i: int, k: int = 2) -> list[int]:
+        return list(dict.fromkeys(_top(bm[0][i], k) + _top(eol[0][i], k)))
+
+    def linked(got: list[int], link: list[list[float]]) -> list[int]:
+        return list(dict.fromkeys(got + [n + j for c in got if c < n for j in _top(link[c], 1)]))
+
+    designs = {
+        "bm25, top 4": lambda i: _top(bm[0][i], 4),
+        "PromptEOL, top 4": lambda i: _top(eol[0][i], 4),
+        "bm25 top 2 + PromptEOL top 2": union,
+        "the same + each statement's update by bm25": lambda i: linked(union(i), bm[1]),
+        "the same + each statement's update by PromptEOL": lambda i: linked(union(i), eol[1]),
+    }
+    out = {}
+    for name, mount in designs.items():
+        got = [set(mount(i)) for i in range(n)]
+        out[name] = {"statement": sum(i in g for i, g in enumerate(got)),
+                     "update": sum(n + i in g for i, g in enumerate(got)),
+                     "both": sum(i in g and n + i in g for i, g in enumerate(got)),
+                     "mounted_mean": round(sum(map(len, got)) / max(1, n), 2)}
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -172,6 +209,11 @@ def main(args: argparse.Namespace) -> int:
             table.append(f"| {name} | {c['statement'][1]} / {c['statement'][3]} / {c['statement'][5]} | "
                          f"{c['update'][1]} / {c['update'][3]} / {c['update'][5]} | {c['both_at_5']} | "
                          f"{c['statement_links_update_at_3']} |")
+        table += ["", "What a router of each design would mount (turns per question: mean):", "",
+                  "| design | statement mounted | update mounted | both | turns mounted |", "|---|---|---|---|---|"]
+        for name, m in rr["mounts"].items():
+            table.append(f"| {name} | {m['statement']}/{rr['n']} | {m['update']}/{rr['n']} | {m['both']}/{rr['n']} | "
+                         f"{m['mounted_mean']} |")
         table.append("")
     table.append(f"{res['seconds']} s.")
     name = f"update-reading-{'-'.join(splits)}" + ("" if parts == ["reading", "routing"] else f"-{'-'.join(parts)}")
