@@ -2,7 +2,8 @@
 
 Lifecycle: `dialect_for(model)` builds the dialect from the model's config when the runtime is
 built; the runtime then calls `self_test(model, tokenizer)` once (a dialect that fails is refused
-with DialectError; a passing result is kept per model identity and dialect source, `kept_self_test`) and afterwards `reseat(keys, layer, delta)` for every mounted span and
+with DialectError; a passing result is kept per model identity and dialect source,
+`kept_self_test`) and afterwards `reseat(keys, layer, delta)` for every mounted span and
 `check_reseat(delta)` before any mount at a seat other than the original one. Dialects know
 nothing of storage.
 """

@@ -123,8 +123,8 @@ def _code_digest() -> str:
 def kept_self_test(dialect: Dialect, model: torch.nn.Module, ids: list[int], identity: str,
                    cache_dir: Path | None) -> SelfTestResult:
     """`self_test`, its passing result kept under `cache_dir` (`selftest/<key>.json`), so a later
-    process opening the same model skips the probe's two forward passes (2-3 s for a 1.5B model on
-    2 CPU cores). The key binds what the result depends on: the model identity (weights, config,
+    process opening the same model skips the probe's two forward passes (seconds for a 1.5B model
+    on 2 CPU cores: bench/results/open-cost-*.md). The key binds what the result depends on: the model identity (weights, config,
     tokenizer, dtype, device kind), the dialects' source, the torch and transformers versions and
     the probe's token ids; a change in any of them, or a file that cannot be read or does not
     parse, runs the test again. A failing result is never kept (it raises every time)."""
