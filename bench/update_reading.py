@@ -29,6 +29,7 @@ import argparse
 import math
 import re
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -169,7 +170,6 @@ def main(args: argparse.Namespace) -> int:
     import torch
 
     from grm.runtime import Runtime
-    import tempfile
 
     splits = args.splits.split(",")
     known = sealed("updates")
