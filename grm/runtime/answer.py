@@ -1,4 +1,5 @@
 """The one answer pipeline: every `ask` mode, every chat turn and the server go through here.
+This module plans (steps 1-4, a `Ready`); grm/runtime/execute.py runs it (steps 5-7).
 
 A request is answered in seven steps, each owned by one module:
 1. route     what memory to use: stored blocks the prompt starts with (grm/exact, by exact bytes),
@@ -10,7 +11,7 @@ A request is answered in seven steps, each owned by one module:
              device/host/store planes); a miss is read as text instead, never served
 4. arena     `[sinks | mounts | live tail]` (grm/grafts/arena.build: one rotation per re-seat)
 5. prefill   the text after memory (grm/kv/forward.prefill), one forward call at a time with a
-             `Pause` before each (`read_prompt`): the server's worker steps its batch between
+             `Pause` before each (execute.read_prompt): the server's worker steps its batch between
              two; a reader that does not pause reads `through`
 6. generate  greedy, a `Sequence` per answer (grm/runtime/generate.py), streaming deltas to
              `on_token`: alone (`Decoding.alone`, one forward call a token) or in the server's
@@ -32,13 +33,9 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Generator, Iterable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, TypeVar
-
-import torch
-from transformers import DynamicCache
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from grm.dialects import Dialect
 from grm.english.words import STOP_WORDS, stem
@@ -49,21 +46,19 @@ from grm.grafts.blend import BlendConfig
 from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
-from grm.kv.forward import Reads, calls, prefill, prefill_call, step
+from grm.kv.forward import Reads, prefill
 from grm.models import LoadedModel
 from grm.policy.align import related
 from grm.route.lexical import WORD
 from grm.runtime.config import RuntimeConfig
-from grm.runtime.generate import Answer, Sequence
 from grm.runtime.lead import answer_lead
-from grm.runtime.question import fit_lead, label_lead, led, question_text, with_lead
+from grm.runtime.question import fit_lead, label_lead, led, question_text
 from grm.sections import SectionMemory
 
 if TYPE_CHECKING:
     from grm.runtime.policy_glue import PolicyGlue
 
 log = logging.getLogger("grm")
-T = TypeVar("T")
 
 
 def question_read(ctx: Context, question: str, read: Iterable[str] = ()) -> tuple[list[int], str | None]:
@@ -458,94 +453,7 @@ def plan_none(ctx: Context, question: str, max_new: int, stored_text: Callable[[
     return Ready(Arena(new_cache(), 0), [sinks + tail + q_ids], "none", lead=lead)
 
 
-# ----- 5-7: prefill, generate, harvest ----------------------------------------------------------
-@dataclass
-class Generated:
-    text: str
-    ids: list[int]
-    ttft_s: float
-    prompt_tokens: int  # seats in context before generation
-    start: int  # the seat where the text read after memory began
-    finish_reason: str = "stop"  # stop (end of turn or a stop string) | length | cancelled
-
-
-@dataclass
-class Decoding:
-    """A request whose text after memory is read (step 5 done), its answer still to generate
-    (step 6): the arena's cache, the last position's logits and the answer's `Sequence`.
-    `alone(model)` generates it one forward call a token (`greedy`'s loop); a batch
-    (grm/runtime/batch.py) generates several in one forward call a token, with the same rules."""
-
-    ready: Ready
-    gen: Generation
-    t0: float
-    start: int  # the seat where the text read after memory began
-    prompt_tokens: int  # seats in context before generation
-    logits: torch.Tensor  # [vocab] fp32, the prompt's last position
-    seq: Sequence
-
-    @property
-    def cache(self) -> DynamicCache:
-        return self.ready.arena.cache
-
-    def alone(self, model: torch.nn.Module) -> None:
-        logits = self.logits
-        while (at := self.seq.push(logits)) is not None:
-            logits = step(model, self.cache, self.seq.ids[-1], at)
-
-    def generated(self) -> Generated:
-        seq = self.seq
-        return Generated(seq.text, seq.ids, seq.ttft, self.prompt_tokens, self.start, seq.finish_reason)
-
-
-@dataclass(frozen=True)
-class Pause:
-    """Yielded by a prompt read (`read_prompt`) before each of its forward calls: the caller may use
-    the model meanwhile (the server's worker steps its batch), then resumes the read, which makes
-    that call. The calls are those of a read that does not pause (grm/kv/forward.py `calls`), so
-    the K/V and logits are the same, bit for bit."""
-
-    tokens: int  # what the next forward call reads
-
-
-def read_prompt(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generator[Pause, None, Decoding]:
-    """Step 5: read the runs after the arena (storing the prompt's new blocks if asked), a `Pause`
-    yielded before each forward call; the answer is generated from the Decoding returned. Grad
-    mode is off around each call, not across a pause (it is per thread: readers interleave)."""
-    arena, model = ready.arena, ctx.lm.model
-    start = seat = arena.seat
-    logits = None
-    for ids in ready.read:
-        for a, b in calls(len(ids)):
-            yield Pause(b - a)
-            with torch.no_grad():
-                logits = prefill_call(model, arena.cache, ids[a:b], seat + a)
-        seat += len(ids)
-    with torch.no_grad():
-        if ready.blocks_to_store:
-            harvest_blocks(ctx, arena, ready.blocks_to_store, ready.block_meta)
-    seq = Sequence(ctx.lm.tokenizer, seat, gen.max_new_tokens, t0, gen.stops, blank_line_ends=not gen.chat,
-                   on_token=gen.on_token)
-    return Decoding(ready, gen, t0, start, seat, logits, seq)
-
-
-def through(steps: Generator[Pause, None, T]) -> T:
-    """The result of a read that pauses (`read_prompt`, `begin`), read without pausing."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
-
-
-def run(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generated:
-    """Read the runs after the arena, generate, and store the prompt's new blocks if asked."""
-    dec = through(read_prompt(ctx, ready, gen, t0))
-    with ctx.reads.paused():  # decode steps are counted by the sequence (Sequence.steps)
-        dec.alone(ctx.lm.model)
-    return dec.generated()
-
-
+# ----- 7: the prompt's new blocks (read in step 5, grm/runtime/execute.py) -----------------------
 def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str, list[int]]],
                    meta: dict[str, dict] | None = None) -> None:
     """Store the prompt's runs that were read as chain blocks (each read by its own forward call,
@@ -557,49 +465,3 @@ def harvest_blocks(ctx: Context, arena: Arena, blocks: list[tuple[str, int, str,
         if not ex.stored(fp):
             kv = kv_from_cache(arena.cache, seat, seat + len(ids))
             ex.put_block(kv, fp, parent, seat, text, ids, (meta or {}).get(fp, {"doc": "prompt", "layout": "chain"}))
-
-
-def answer(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Answer:
-    """Steps 5-7 for `ask`: the Answer the API and `--json` report (`begin`, generated alone,
-    `conclude`)."""
-    dec = through(begin(ctx, ready, gen, t0))
-    if isinstance(dec, Answer):
-        return dec
-    with ctx.reads.paused():  # decode steps are counted by the sequence (Sequence.steps)
-        dec.alone(ctx.lm.model)
-    return conclude(dec)
-
-
-def begin(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generator[Pause, None, Decoding | Answer]:
-    """Step 5 for `ask` (`read_prompt`'s pauses yielded): the Decoding to generate, or the Answer
-    itself where nothing is generated: an abstaining plan answers the configured line, streamed
-    as one piece."""
-    if ready.abstained:
-        line = ctx.config.abstain_line
-        if gen.on_token is not None:
-            gen.on_token(line)
-        t = time.perf_counter() - t0
-        return Answer(answer=line, mode=ready.mode, ttft_s=t, total_s=t, prompt_tokens=0, tokens_from_memory=0,
-                      tokens_computed=0, mounted=ready.mounted, abstained=True)
-    if ready.lead and gen.on_token is not None:  # the stream starts with the lead, as the answer does
-        first = [True]
-
-        def on_token(delta: str, _send=gen.on_token) -> bool | None:
-            if first and delta:
-                first.clear()
-                delta = with_lead(ready.lead, delta)
-            return _send(delta)
-        gen = replace(gen, on_token=on_token)
-    return (yield from read_prompt(ctx, ready, gen, t0))
-
-
-def conclude(dec: Decoding) -> Answer:
-    """After step 6: the Answer of a generated Decoding."""
-    ready, out = dec.ready, dec.generated()
-    from_memory = ready.arena.from_memory
-    return Answer(
-        answer=with_lead(ready.lead, out.text), mode=ready.mode, ttft_s=out.ttft_s,
-        total_s=time.perf_counter() - dec.t0, prompt_tokens=out.prompt_tokens, tokens_from_memory=from_memory,
-        tokens_computed=out.prompt_tokens - from_memory, mounted=ready.mounted, lossy=ready.lossy,
-        fallback=ready.fallback, completion_tokens=len(out.ids), finish_reason=out.finish_reason,
-    )

@@ -40,7 +40,8 @@ from grm.grafts.floor import asks_memory
 from grm.kv import crop, kv_from_cache
 from grm.kv.forward import prefill
 from grm.models.template import ChatTemplate
-from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, route_memory, run
+from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_routed, route_grafts, route_memory
+from grm.runtime.execute import run
 from grm.runtime.lead import answer_lead
 from grm.runtime.policy_glue import evidence_id
 from grm.runtime.question import fit_lead, with_lead

@@ -122,7 +122,8 @@ class PolicyGlue:
     def complete(self, prompt: str, max_new: int = 24) -> str:
         """The model's greedy answer to `prompt` (through its chat template, as the user's message,
         where it has one), memory off: the model-backed update reader's question."""
-        from grm.runtime.answer import Generation, answer, plan_cold
+        from grm.runtime.answer import Generation, plan_cold
+        from grm.runtime.execute import answer
 
         t0 = time.perf_counter()
         template = self.ctx.lm.tokenizer.template

@@ -34,6 +34,7 @@ from grm.kv.place import HostBuffers
 from grm.models import LoadedModel, load_model
 from grm.route import Channels
 from grm.runtime import answer as pipeline
+from grm.runtime import execute
 from grm.runtime import batch as batching
 from grm.runtime.answer import Context, Generation, Ready
 from grm.runtime.question import lead_for, question_text, rules_for
@@ -249,7 +250,7 @@ class Runtime:
                   stop: tuple[str, ...] | list[str] = (), on_token: Callable[[str], bool | None] | None = None,
                   store_prompt: bool = False, chat: bool = False, memory: bool = True,
                   recall: str | None = None,
-                  pauses: bool = False) -> Generator[pipeline.Decoding | pipeline.Pause, None, Answer]:
+                  pauses: bool = False) -> Generator[execute.Decoding | execute.Pause, None, Answer]:
         """`ask` in two halves, for a caller that generates several answers together (the server's
         batch, grm/runtime/batch.py): the generator plans, loads and reads the prompt, then yields
         its `Decoding` (nothing yielded where nothing is generated: an abstention); the caller
@@ -267,11 +268,11 @@ class Runtime:
         gen = Generation(max_new_tokens or self.config.max_new_tokens, tuple(stop), chat, on_token)
         with torch.no_grad():  # grad mode is per thread: a server's worker thread needs it too
             ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall, chat)
-        begun = pipeline.begin(self.ctx, ready, gen, t0)  # its forward calls run without grad
-        dec = (yield from begun) if pauses else pipeline.through(begun)
-        if isinstance(dec, pipeline.Decoding):
+        begun = execute.begin(self.ctx, ready, gen, t0)  # its forward calls run without grad
+        dec = (yield from begun) if pauses else execute.through(begun)
+        if isinstance(dec, execute.Decoding):
             yield dec
-            answer = pipeline.conclude(dec)
+            answer = execute.conclude(dec)
         else:
             answer = dec
         if ready.routed:
@@ -280,12 +281,12 @@ class Runtime:
             self.uses.note_answer(self.config.tenant, answer, self.store.last_lsn)
         return answer
 
-    def alone(self, steps: Generator[pipeline.Decoding, None, T]) -> T:
+    def alone(self, steps: Generator[execute.Decoding, None, T]) -> T:
         """An `answering` generator driven to its end, generated one forward call a token."""
         return batching.alone(steps, self.lm.model, self.reads)
 
     @staticmethod
-    def resume(steps: Generator[pipeline.Decoding, None, T]) -> T:
+    def resume(steps: Generator[execute.Decoding, None, T]) -> T:
         """The result of an `answering` generator whose Decoding was generated (in a batch)."""
         return batching.resume(steps)
 

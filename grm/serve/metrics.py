@@ -102,7 +102,7 @@ class Metrics:
         self.duration.labels(tenant, m).observe(ans.total_s)
 
     def observe_reads(self, tenant: str, tokens: int, calls: int, decode_steps: int) -> None:
-        """What one request made the model read (grm/serve/engine.py ReadTally)."""
+        """What one request made the model read (grm/serve/generation.py ReadTally)."""
         self.tokens_read.labels(tenant).inc(tokens)
         self.forward_calls.labels(tenant).inc(calls)
         self.decode_steps.labels(tenant).inc(decode_steps)

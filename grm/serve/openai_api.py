@@ -20,8 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from grm.serve.engine import GenRequest, GenResult, Job
+from grm.serve.engine import Job
 from grm.serve.errors import ApiError, bad_request
+from grm.serve.generation import GenRequest, GenResult
 from grm.serve.http import read_json, tenant_of, wait_or_disconnect
 from grm.serve.prompts import Params, chat_messages, completion_prompt, parse_params, render_chat
 

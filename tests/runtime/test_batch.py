@@ -118,7 +118,7 @@ def test_batched_answers_are_the_answers_alone_on_smollm2(make_runtime):
 def _read_pausing(rt, batch, prompt: str, **kw) -> tuple:
     """`prompt` read with pauses, `batch` stepped at every pause: (its steps, Decoding, pause sizes,
     steps of the batch between two of its forward calls)."""
-    from grm.runtime.answer import Pause
+    from grm.runtime.execute import Pause
 
     steps = rt.answering(prompt, pauses=True, **kw)
     pauses, stepped = [], 0
@@ -143,7 +143,7 @@ def _same_read(a, b) -> bool:
 @pytest.mark.parametrize("memory", [False, True])
 def test_a_prompt_read_with_pauses_is_the_prompt_read_whole(make_runtime, tmp_path, memory):
     from grm.kv.forward import PREFILL_CHUNK
-    from grm.runtime.answer import Decoding
+    from grm.runtime.execute import Decoding
 
     rt = make_runtime()
     prompt = lorem(12, seed=3)

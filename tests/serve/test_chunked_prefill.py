@@ -66,7 +66,7 @@ def _calls(srv, on_call=None):
 
 
 def _request(prompt: str, max_tokens: int):
-    from grm.serve.engine import GenRequest
+    from grm.serve.generation import GenRequest
 
     return GenRequest(prompt, max_tokens, memory=False)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from grm.serve.config import ServeConfig
-from grm.serve.engine import Engine, GenRequest
+from grm.serve.engine import Engine
+from grm.serve.generation import GenRequest
 from grm.store.tiering import inventory, stored_budget
 from tests.conftest import lorem
 
