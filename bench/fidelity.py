@@ -305,6 +305,8 @@ def updates(rt, split: str, ceiling: bool = True) -> dict:
         read = in_context(rt, conversation(rt, [s, u]), q) if ceiling else None
         rows.append({"statement": s, "update": u, "question": q, "old": old, "new": new, "answer": r.answer,
                      "memory_replies": [first[i].answer, second[i].answer], "mounted": r.why,
+                     "mounted_statement": first[i].harvested in {w["id"] for w in r.why},
+                     "mounted_update": second[i].harvested in {w["id"] for w in r.why},
                      "latest": has(r.answer, new) and not has(r.answer, old), "stale": has(r.answer, old),
                      "superseded": live_value(chat, new) and not live_value(chat, old), "abstained": r.abstained,
                      "in_context": read,
@@ -440,7 +442,8 @@ def _table(res: dict) -> list[str]:
     extractor = res.get("extractor_resolved", res.get("extractor", "rule"))
     out = [f"{res.get('model') or 'smollm2-135m'} {res.get('dtype', 'float32')} (default flags otherwise; updates read by "
            f"{read_by.get(extractor, extractor)}, answers begun by lead {res.get('lead_resolved', res.get('lead', 'model'))}, English layer "
-           f"{res.get('rules', 'on')}, later mentions {res.get('later', 0)} per routed turn), greedy, plain questions, "
+           f"{res.get('rules', 'on')}, later mentions {res.get('later', 0)} per routed turn, meaning channel "
+           f"{res.get('meaning', 'off')}), greedy, plain questions, "
            "every memory chat with the live context "
            "cleared every turn. In context = the same turns read as text, in order, then the question (memory off)."]
     if "updates" in res:
@@ -460,6 +463,13 @@ def _updates_table(updates: list[dict]) -> list[str]:
         ceiling = "not read (--no-ceiling)" if u["in_context_latest"] is None else _pct(u["in_context_latest"], u["n"])
         out.append(f"| {u['split']} | {_pct(u['latest'], u['n'])} | {ceiling} | "
                    f"{_pct(u['superseded'], u['n'])} | {u['stale']} | {abstained} |")
+    mounted = [u for u in updates if u["rows"] and "mounted_statement" in u["rows"][0]]
+    if mounted:
+        out += ["", "What the memory chat mounted for each question (its statement's turn, its update's turn, both): "
+                + "; ".join(f"{u['split']} {sum(r['mounted_statement'] for r in u['rows'])} / "
+                            f"{sum(r['mounted_update'] for r in u['rows'])} / "
+                            f"{sum(r['mounted_statement'] and r['mounted_update'] for r in u['rows'])} of {u['n']}"
+                            for u in mounted) + "."]
     out += ["", "What was tuned on what: TUNE: the phrasings grm/policy/updates.py's patterns were written against "
             "(session 5). HELD-OUT: written after them, not used to change the rules. Session 6 (the cue reader, "
             "canonical statements, restating the superseded fact's sentence) was written from general update forms "
@@ -598,6 +608,7 @@ def main(args: argparse.Namespace) -> int:
                               **runtime_options(args)) as rt:
                 res["dtype"] = str(rt.lm.model.dtype).replace("torch.", "")
                 res["rules"], res["later"], res["lead_resolved"] = rt.config.rules, rt.config.later, rt.config.lead
+                res["meaning"] = rt.config.meaning
                 res["extractor_resolved"] = ("none" if rt.config.rules == "off" and rt.config.extractor == "rule"
                                              else rt.config.extractor)  # what PolicyGlue reads updates with
                 res["updates"] = [updates(rt.for_tenant(split), split, args.ceiling)
@@ -619,10 +630,11 @@ def main(args: argparse.Namespace) -> int:
 
 def runtime_options(args: argparse.Namespace) -> dict:
     """The RuntimeConfig fields this run's flags name (`--abstain-floor`, `--system`, `--rules`,
-    `--later`); the runtime's defaults for the others."""
+    `--later`, `--meaning`); the runtime's defaults for the others."""
     return ({} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}) | (
         {} if args.system is None else {"system": args.system}) | (
-        {} if args.rules is None else {"rules": args.rules}) | ({} if args.later is None else {"later": args.later})
+        {} if args.rules is None else {"rules": args.rules}) | ({} if args.later is None else {"later": args.later}) | (
+        {} if args.meaning is None else {"meaning": args.meaning})
 
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
@@ -654,6 +666,8 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
         name, flag = f"{name}-rules-{args.rules}", f"{flag} --rules {args.rules}"
     if args.later is not None:
         name, flag = f"{name}-later-{args.later}", f"{flag} --later {args.later}"
+    if args.meaning is not None:
+        name, flag = f"{name}-meaning-{args.meaning}", f"{flag} --meaning {args.meaning}"
     if not args.ceiling:
         flag = f"{flag} --no-ceiling"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
@@ -687,6 +701,8 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    help="the English layer, one switch (RuntimeConfig.rules; default: the runtime's)")
     p.add_argument("--later", type=int, default=None, metavar="N",
                    help="later mentions mounted per routed turn (RuntimeConfig.later; default: the runtime's)")
+    p.add_argument("--meaning", choices=("auto", "on", "off"), default=None,
+                   help="the meaning routing channel (RuntimeConfig.meaning; default: the runtime's)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                    help="updates splits: do not read the in-context ceiling (a run beside this one of the same "
                         "model and system message reads it)")

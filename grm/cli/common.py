@@ -131,12 +131,17 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--later", type=int, default=1, metavar="N",
                    help="per routed memory, mount up to N turns said after it that name one of its rare words "
                         "(a name, a code, the old value), read after it; 0: off (default 1)")
+    p.add_argument("--meaning", default="auto", choices=Choices("grm.runtime.config", "MEANINGS"), metavar="SWITCH",
+                   help="%(choices)s: route chat turns and facts also by what they mean (the model's reading of "
+                        "each, one short forward pass per turn and question), so a turn that shares no word "
+                        "with the question, and the later turn that changed it, are mounted; auto (default): on "
+                        "for a model with a chat template, off otherwise")
 
 
 def mount_options(args: argparse.Namespace) -> dict[str, object]:
     """The RuntimeConfig fields `add_mount_flags` sets."""
     return {"repair": args.repair, "blend": args.blend, "reread": args.reread, "lead": args.lead,
-            "extractor": args.extractor, "rules": args.rules, "later": args.later}
+            "extractor": args.extractor, "rules": args.rules, "later": args.later, "meaning": args.meaning}
 
 
 MAX_NEW_TOKENS_HELP = "most tokens generated for an answer (>= 1; default %(default)s)"

@@ -25,12 +25,14 @@ from grm.route import Channels, Hit, LexicalConfig, combine, search
 from grm.route.lexical import WORD
 from grm.route.dense import encode_key, key_width, span_keys
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
+from grm.route.meaning import MeaningIndex, QueryVectors, encode_vector, meaning_vector
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
 log = logging.getLogger("grm.grafts")
 QUESTION_TURN_WEIGHT = 0.5
 TURN_LABELS = frozenset({"user", "assistant"})  # how a harvested chat turn names its speakers: not its words
+MEANING_KINDS = ("evidence", "fact")  # grafts given a meaning vector (short turns; sections are routed by words)
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,21 @@ class RouteConfig:
     # 4817"); 0 turns it off (`GraftMemory.later`)
     later: int = 0
     rare: int = 3
+    # the meaning channel (grm/route/meaning.py): per query, at most this many turns or facts whose
+    # meaning is nearest the question's are mounted beside the lexical route (a plain-words update
+    # shares no word with its question), and each routed turn brings the later turn nearest it in
+    # meaning (`GraftMemory.later`); both only above `meaning_floor` (a centred cosine). 0 = off:
+    # no vectors are computed either
+    meaning: int = 0
+    meaning_floor: float = 0.2
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.seat_budget < 1:
             raise ValueError("k and seat_budget must be >= 1")
-        if self.later < 0 or self.rare < 2:
-            raise ValueError("later must be >= 0 and rare >= 2")
+        if self.later < 0 or self.rare < 2 or self.meaning < 0:
+            raise ValueError("later and meaning must be >= 0 and rare >= 2")
+        if not -1 <= self.meaning_floor <= 1:
+            raise ValueError("meaning_floor is a cosine: in [-1, 1]")
         if not 0 <= self.abstain_floor <= 1:
             raise ValueError("abstain_floor must be in [0, 1]")
         if not 0 <= self.relative_floor <= 1:
@@ -77,13 +88,15 @@ class Routed:
     bm25: float
     identifiers: tuple[str, ...]
     dense: float
+    meaning: float | None = None  # the centred cosine of its meaning, where that is why it was routed
 
     def to_json(self) -> dict:
         return {"id": self.graft.id, "score": round(self.score, 4)}
 
     def why(self) -> dict:
-        return {"id": self.graft.id, "score": round(self.score, 4), "bm25": round(self.bm25, 4),
-                "dense_cosine": round(self.dense, 4), "identifiers": list(self.identifiers)}
+        out = {"id": self.graft.id, "score": round(self.score, 4), "bm25": round(self.bm25, 4),
+               "dense_cosine": round(self.dense, 4), "identifiers": list(self.identifiers)}
+        return out if self.meaning is None else {**out, "meaning_cosine": round(self.meaning, 4)}
 
 
 class GraftMemory:
@@ -94,6 +107,8 @@ class GraftMemory:
         self.store, self.tenant, self.lm = exact.store, exact.tenant, exact.lm
         self.lossy_ids: set[str] = set()  # grafts whose last load came from the archive tier
         self._index: DenseIndex | None = None
+        self._meaning: MeaningIndex | None = None  # watches the index (RouteConfig.meaning)
+        self.query_vectors = QueryVectors()
 
     def index(self) -> DenseIndex:
         """The in-memory index of this tenant's routable grafts (grm/route/index.py): dense keys,
@@ -103,6 +118,9 @@ class GraftMemory:
                                      key_width(self.exact.dialect, self.config.channels.dense),
                                      lambda r: self._mine(r) and not r.meta.get("retired"),
                                      lambda text: terms(declarative(text)))
+            if self.config.meaning:
+                self._meaning = MeaningIndex(only_asks)
+                self._index.watch(self._meaning)
         return self._index
 
     # ----- reading records ---------------------------------------------------------------------
@@ -183,6 +201,10 @@ class GraftMemory:
         dense = self._routing_keys(kv, ids, seat if standalone else None)
         meta = {"identity": self.lm.identity, "kind": kind, "seat": seat, "tokens": len(ids), "ids": list(ids),
                 "created": time.time(), "sources": list(sources), "dense": dense, **(extra or {})}
+        if self.config.meaning and kind in MEANING_KINDS:
+            vec = meaning_vector(self.lm.model, self.lm.tokenizer, text)
+            if vec is not None:
+                meta["meaning"] = encode_vector(vec)
         if span is not None:
             meta["span"] = list(span)
         payload = kv.to_bytes(ex.bind(self.tenant, gid, PAYLOAD_PARENT, seat, text, ids))
@@ -291,9 +313,7 @@ class GraftMemory:
         hits = sorted((replace(h, score=h.score * QUESTION_TURN_WEIGHT)
                        if h.record.meta.get("kind") == "evidence" and only_asks(h.record.text or "") else h
                        for h in hits), key=lambda h: -h.score)
-        if not hits:
-            return []
-        floor = hits[0].score * cfg.relative_floor if hits[0].score > 0 else float("-inf")
+        floor = hits[0].score * cfg.relative_floor if hits and hits[0].score > 0 else float("-inf")
         out, used, chosen, parents = [], 0, set(), set()
         for h in hits:
             if len(out) == k:
@@ -308,6 +328,43 @@ class GraftMemory:
                 parents.add(g.parent)
             out.append(Routed(g, h.score, h.bm25, h.identifiers, h.dense))
             used += g.tokens
+        return self._by_meaning(query, out, budget - used, keep)
+
+    def _meaning_scores(self, vec) -> list:
+        """[(row, centred cosine)] of every graft with a meaning vector, best first (the index
+        brought up to the store's LSN first)."""
+        index = self.index()
+        with index.lock:
+            index.refresh()
+            return self._meaning.scores(vec) if self._meaning is not None else []
+
+    def _by_meaning(self, query: str, routed: list[Routed], budget: int, keep) -> list[Routed]:
+        """`routed` and after it (mounted further from the question) up to `RouteConfig.meaning`
+        grafts whose meaning is nearest the query's, at a centred cosine of at least
+        `meaning_floor`: not a turn that only asks, not a slice's parent or child of one routed,
+        within `budget` seats (grm/route/meaning.py)."""
+        cfg = self.config
+        if not cfg.meaning:
+            return routed
+        vec = self.query_vectors.get(self.lm.model, self.lm.tokenizer, query)
+        if vec is None:
+            return routed
+        taken = {r.graft.id for r in routed} | {r.graft.parent for r in routed if r.graft.parent}
+        out = list(routed)
+        for row, cos in self._meaning_scores(vec):
+            if len(out) - len(routed) == cfg.meaning or cos < cfg.meaning_floor:
+                break
+            if row.asks or row.key in taken:
+                continue
+            rec = self.store.get(self.tenant, KIND, row.key)
+            if rec is None or not keep(rec):
+                continue
+            g = Graft.from_record(rec)
+            if g.tokens > budget or (g.parent and g.parent in taken):
+                continue
+            out.append(Routed(g, cos, 0.0, (), 0.0, cos))
+            taken.add(g.id)
+            budget -= g.tokens
         return out
 
     def later(self, routed: list[Routed], exclude: frozenset[str] = frozenset(),
@@ -318,9 +375,11 @@ class GraftMemory:
         ranked as lexical routing ranks them (BM25 over those words, a shared name or number
         first), not a turn that only asks, within the seat budget. What was said
         later about the same name or value is read after it, as a conversation reads; the routed
-        score is the source's (`identifiers` names the words shared)."""
+        score is the source's (`identifiers` names the words shared). With the meaning channel
+        (`RouteConfig.meaning`), also the later turn nearest it in meaning, which may share no
+        word with it (`_later_in_meaning`)."""
         cfg = self.config
-        if not cfg.later or not routed:
+        if not (cfg.later or cfg.meaning) or not routed:
             return routed
         _, df = self.index().frequencies()
         budget = (seat_budget or cfg.seat_budget) - sum(r.graft.tokens for r in routed)
@@ -331,7 +390,7 @@ class GraftMemory:
                                        if w.casefold() not in STOP_WORDS | TURN_LABELS
                                        and 2 <= df.get(stem(w), 0) <= cfg.rare))
             after: list[Routed] = []
-            if words and r.graft.kind != "digest":
+            if cfg.later and words and r.graft.kind != "digest":
                 def keep(rec: Record, src: Graft = r.graft) -> bool:
                     return (self._mine(rec) and not rec.meta.get("retired") and rec.key not in taken
                             and rec.meta.get("kind") == "evidence" and float(rec.meta.get("created", 0.0)) > src.created
@@ -344,9 +403,38 @@ class GraftMemory:
                     after.append(Routed(g, r.score, h.bm25, shared, r.dense))
                     taken.add(g.id)
                     budget -= g.tokens
+            nearest = self._later_in_meaning(r, taken, budget)
+            if nearest is not None:
+                after.append(nearest)
+                taken.add(nearest.graft.id)
+                budget -= nearest.graft.tokens
             out.extend(after)  # best first: the best-matching later turn is mounted last, nearest the question
             out.append(r)
         return out
+
+    def _later_in_meaning(self, r: Routed, taken: set[str], budget: int) -> Routed | None:
+        """The evidence turn written after `r`'s graft that is nearest it in meaning (centred cosine
+        at least `meaning_floor`), not one that only asks, not `taken`, within `budget` seats: an
+        update in other words than its statement ("Ally has my paycheck now." after "My bank is
+        Chase."). None without the meaning channel or such a turn."""
+        cfg = self.config
+        if not cfg.meaning or r.graft.kind not in MEANING_KINDS or self._meaning is None:
+            return None
+        vec = self._meaning.vector(r.graft.id)
+        if vec is None:
+            return None
+        for row, cos in self._meaning_scores(vec):
+            if cos < cfg.meaning_floor:
+                return None
+            if row.asks or row.key in taken or row.kind != "evidence" or row.created <= r.graft.created:
+                continue
+            rec = self.store.get(self.tenant, KIND, row.key)
+            if rec is None or not self._mine(rec) or rec.meta.get("retired"):
+                continue
+            g = Graft.from_record(rec)
+            if g.tokens <= budget:
+                return Routed(g, r.score, 0.0, (), r.dense, cos)
+        return None
 
     def grounding(self, query: str, routed: list[Routed], floor: float | None = None,
                   also: tuple[str, ...] = ()) -> Grounding:

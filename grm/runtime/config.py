@@ -21,6 +21,8 @@ LEADS = ("auto", "rules", "model", "off")  # how a plain question's answer is be
 ORDERS = ("relevance", "time")  # routed grafts in the arena (RuntimeConfig.order)
 EXTRACTORS = ("rule", "model", "both")  # who reads plain-words updates (RuntimeConfig.extractor)
 RULES = ("auto", "on", "off")  # the English layer, one switch (RuntimeConfig.rules)
+MEANINGS = ("auto", "on", "off")  # the meaning routing channel (RuntimeConfig.meaning)
+MEANING_PICKS = 2  # grafts mounted for their meaning beside the lexical route when it is on (RouteConfig.meaning)
 # seen (default): sections, and a document's chain blocks stored when a prompt first reads it (one
 # layout's bytes: bench/results/bytes-per-token.md); both: chain blocks and sections at ingest,
 # sharing the first block; chain; sections
@@ -96,6 +98,12 @@ class RuntimeConfig:
     # later mentions (grm/grafts/memory.py GraftMemory.later): per routed graft, this many evidence
     # turns written after it that name one of its rare words, mounted after it; 0 = off
     later: int = 1
+    # the meaning channel (grm/route/meaning.py): chat turns and facts routed by the model's own
+    # reading of what they say, beside their words, and each routed turn bringing the later turn
+    # nearest it in meaning (a plain-words update that shares no word with its statement); one
+    # short forward pass per stored turn and per question. "auto" (default): on for a model asked
+    # through its chat template (a reader whose hidden states separate meanings), off otherwise
+    meaning: str = "auto"
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
     # the system message a model asked through its chat template reads first in every request (in
@@ -143,6 +151,8 @@ class RuntimeConfig:
             raise UserInputError(f"bad routing channel {self.channel!r}: one of {', '.join(CHANNELS)}")
         if not 0 <= self.abstain_floor <= 1 or not self.abstain_line.strip():
             raise UserInputError("abstain floor must be in [0, 1] and the abstain line not empty")
+        if self.meaning not in MEANINGS:
+            raise UserInputError(f"bad meaning choice {self.meaning!r}: one of {', '.join(MEANINGS)}")
         if self.rules not in RULES:
             raise UserInputError(f"bad rules choice {self.rules!r}: one of {', '.join(RULES)}")
         if self.later < 0:

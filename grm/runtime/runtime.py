@@ -37,10 +37,10 @@ from grm.runtime import answer as pipeline
 from grm.runtime import execute
 from grm.runtime import batch as batching
 from grm.runtime.answer import Context, Generation, Ready
-from grm.runtime.question import lead_for, question_text, rules_for
+from grm.runtime.question import lead_for, meaning_for, question_text, rules_for
 from grm.runtime.chat import ChatSession
-from grm.runtime.config import (ASK_MODES, CHAIN_LAYOUTS, DEFAULT_LAYOUT, FIRST_BLOCKS, LAYOUTS, SECTION_LAYOUTS,
-                                RuntimeConfig)
+from grm.runtime.config import (ASK_MODES, CHAIN_LAYOUTS, DEFAULT_LAYOUT, FIRST_BLOCKS, LAYOUTS, MEANING_PICKS,
+                                SECTION_LAYOUTS, RuntimeConfig)
 from grm.runtime.documents import Documents
 from grm.runtime.files import Document, collect
 from grm.runtime.generate import Answer
@@ -81,7 +81,8 @@ class Runtime:
         self.archive = ArchiveTier(store, dialect, lm.identity, piece=lambda t: lm.tokenizer.decode([t]))
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
                                                           channels=Channels(channel=config.channel),
-                                                          abstain_floor=config.abstain_floor, later=config.later),
+                                                          abstain_floor=config.abstain_floor, later=config.later,
+                                                          meaning=MEANING_PICKS if config.meaning == "on" else 0),
                                   archive=self.archive)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)
@@ -115,6 +116,8 @@ class Runtime:
                              abstain_floor=0.0 if config.abstain_floor == DEFAULT_FLOOR else config.abstain_floor)
         if config.lead == "auto":
             config = replace(config, lead=lead_for(lm))
+        if config.meaning == "auto":
+            config = replace(config, meaning=meaning_for(lm))
         dialect = dialect_for(lm.model)
         result = kept_self_test(dialect, lm.model, list(lm.tokenizer.sink_ids) + lm.tokenizer.encode(PROBE_TEXT),
                                 lm.identity, config.cache_dir)

@@ -28,7 +28,7 @@ log = logging.getLogger("grm.serve")
 # RuntimeConfig fields a request cannot change: a CLI call asking for other values is refused
 # (grm/cli/remote.py), never answered differently.
 SETTINGS = ("block_tokens", "section_tokens", "graft_k", "repair", "blend", "reread", "lead", "extractor",
-            "rules", "later", "durability", "compress", "threads", "system")
+            "rules", "later", "meaning", "durability", "compress", "threads", "system")
 
 
 def build(runtime_config: Any, config: ServeConfig, engine: Engine | None = None,
