@@ -377,15 +377,20 @@ class GraftMemory:
         later about the same name or value is read after it, as a conversation reads; the routed
         score is the source's (`identifiers` names the words shared). With the meaning channel
         (`RouteConfig.meaning`), also the later turn nearest it in meaning, which may share no
-        word with it (`_later_in_meaning`)."""
+        word with it (`_later_in_meaning`); where that turn was routed itself, it moves to be read
+        after this one (a statement and its update both routed for their meaning: the update last)."""
         cfg = self.config
         if not (cfg.later or cfg.meaning) or not routed:
             return routed
         _, df = self.index().frequencies()
         budget = (seat_budget or cfg.seat_budget) - sum(r.graft.tokens for r in routed)
         taken = {r.graft.id for r in routed} | set(exclude)
+        mates = {r.graft.id: r for r in routed}  # a routed turn may be another's later turn in meaning
+        placed: set[str] = set()
         out: list[Routed] = []
         for r in routed:
+            if r.graft.id in placed:
+                continue  # placed already, after the routed turn it updates
             words = list(dict.fromkeys(w for w in WORD.findall(declarative(r.graft.text))
                                        if w.casefold() not in STOP_WORDS | TURN_LABELS
                                        and 2 <= df.get(stem(w), 0) <= cfg.rare))
@@ -403,13 +408,17 @@ class GraftMemory:
                     after.append(Routed(g, r.score, h.bm25, shared, r.dense))
                     taken.add(g.id)
                     budget -= g.tokens
-            nearest = self._later_in_meaning(r, taken, budget)
-            if nearest is not None:
+            nearest = self._later_in_meaning(r, (taken - mates.keys()) | placed | {r.graft.id}, budget)
+            if nearest is not None and nearest.graft.id in mates:  # routed too: moved to be read after r
+                after.append(mates[nearest.graft.id])
+            elif nearest is not None:
                 after.append(nearest)
                 taken.add(nearest.graft.id)
                 budget -= nearest.graft.tokens
             out.extend(after)  # best first: the best-matching later turn is mounted last, nearest the question
             out.append(r)
+            placed.update(a.graft.id for a in after)
+            placed.add(r.graft.id)
         return out
 
     def _later_in_meaning(self, r: Routed, taken: set[str], budget: int) -> Routed | None:
