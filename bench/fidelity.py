@@ -307,6 +307,9 @@ def updates(rt, split: str, ceiling: bool = True) -> dict:
                      "memory_replies": [first[i].answer, second[i].answer], "mounted": r.why,
                      "mounted_statement": first[i].harvested in {w["id"] for w in r.why},
                      "mounted_update": second[i].harvested in {w["id"] for w in r.why},
+                     # where each sits in `mounted` (best first: the first is read last, nearest the question)
+                     "mounted_at": [next((k for k, w in enumerate(r.why) if w["id"] == t.harvested), None)
+                                    for t in (first[i], second[i])],
                      "latest": has(r.answer, new) and not has(r.answer, old), "stale": has(r.answer, old),
                      "superseded": live_value(chat, new) and not live_value(chat, old), "abstained": r.abstained,
                      "in_context": read,
@@ -630,11 +633,12 @@ def main(args: argparse.Namespace) -> int:
 
 def runtime_options(args: argparse.Namespace) -> dict:
     """The RuntimeConfig fields this run's flags name (`--abstain-floor`, `--system`, `--rules`,
-    `--later`, `--meaning`); the runtime's defaults for the others."""
+    `--later`, `--meaning`, `--blend`, `--reread`); the runtime's defaults for the others."""
     return ({} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}) | (
         {} if args.system is None else {"system": args.system}) | (
         {} if args.rules is None else {"rules": args.rules}) | ({} if args.later is None else {"later": args.later}) | (
-        {} if args.meaning is None else {"meaning": args.meaning})
+        {} if args.meaning is None else {"meaning": args.meaning}) | (
+        {} if args.blend is None else {"blend": args.blend}) | ({} if args.reread is None else {"reread": args.reread})
 
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
@@ -668,6 +672,10 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
         name, flag = f"{name}-later-{args.later}", f"{flag} --later {args.later}"
     if args.meaning is not None:
         name, flag = f"{name}-meaning-{args.meaning}", f"{flag} --meaning {args.meaning}"
+    if args.blend is not None:
+        name, flag = f"{name}-blend-{args.blend:g}", f"{flag} --blend {args.blend:g}"
+    if args.reread is not None:
+        name, flag = f"{name}-reread-{args.reread}", f"{flag} --reread {args.reread}"
     if not args.ceiling:
         flag = f"{flag} --no-ceiling"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
@@ -703,6 +711,10 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    help="later mentions mounted per routed turn (RuntimeConfig.later; default: the runtime's)")
     p.add_argument("--meaning", choices=("auto", "on", "off"), default=None,
                    help="the meaning routing channel (RuntimeConfig.meaning; default: the runtime's)")
+    p.add_argument("--blend", type=float, default=None, metavar="SHARE",
+                   help="recompute this share of the mounted grafts' tokens in context (RuntimeConfig.blend)")
+    p.add_argument("--reread", choices=("auto", "never", "always"), default=None,
+                   help="read routed grafts as text instead of mounting them (RuntimeConfig.reread)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                    help="updates splits: do not read the in-context ceiling (a run beside this one of the same "
                         "model and system message reads it)")

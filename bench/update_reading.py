@@ -13,12 +13,16 @@ splits (bench/fidelity.py's, bench/data/sealed/updates-*.json), no memory store 
   the lexical channel, not GRM's router itself) and (b) the model's own embeddings: mean of the
   last layer's hidden states, and the last token's last-layer state after the prompt 'This
   sentence: "<text>" means in one word:"' (PromptEOL, Jiang et al. 2023), centred on the
-  candidates' mean, cosine. Reported: how many questions rank their statement / their update in
-  the top 1, 3 and 5, and how often a statement ranks its own update in the top 3 among the
-  updates (what a link from statement to update would find). Then what routers of a few designs
-  would mount (`mounts`): each channel's top 4, the top 2 of each, and that union with each
-  mounted statement's best-linked update (by either channel), and how often the mounted turns hold
-  the statement, the update, both.
+  candidates' mean, cosine; and (c) GRM's meaning channel (grm/route/meaning.py: the same last
+  state after a prompt asking for the text's topic in one word, centred the same way). Reported:
+  how many questions rank their statement / their update in the top 1, 3 and 5, how often a
+  statement ranks its own update in the top 3 among the updates (what a link from statement to
+  update would find), and how often the turn said after the statement that is nearest it is its
+  update (GraftMemory.later's link). Then what routers of a few designs would mount (`mounts`):
+  each channel's top 4, the top 2 of each, and that union with each mounted statement's
+  best-linked update (by either channel), and GRM's meaning channel as the runtime uses it (its
+  top 2 above the floor, each with the later turn nearest it above the floor), and how often the
+  mounted turns hold the statement, the update, both.
 
 `python bench/update_reading.py --model qwen2.5-coder-1.5b --threads 1 --splits fresh20,fresh21 --parts reading,routing`
 """
@@ -86,9 +90,16 @@ def bm25_scores(queries: list[str], docs: list[str]) -> list[list[float]]:
     return [[score(q, d) for d in toks] for q in queries]
 
 
-def _embed(lm, texts: list[str], eol: bool):
+def _embed(lm, texts: list[str], how: str):
+    """[texts, hidden]: `how` "mean" (the last layer's states, averaged), "eol" (PromptEOL's last
+    state) or "meaning" (GRM's meaning vector, grm/route/meaning.py)."""
     import torch
 
+    from grm.route.meaning import meaning_vector
+
+    if how == "meaning":
+        return torch.stack([meaning_vector(lm.model, lm.tokenizer, t) for t in texts])
+    eol = how == "eol"
     out = []
     with torch.no_grad():
         for text in texts:
@@ -113,23 +124,28 @@ def routing(rt, items: list[tuple]) -> dict:
     statements, updates, questions = [it[0] for it in items], [it[1] for it in items], [it[2] for it in items]
     cands, n = statements + updates, len(items)
     channels = {"bm25": (bm25_scores(questions, cands), bm25_scores(statements, updates))}
-    for name, eol in (("hidden mean", False), ("hidden PromptEOL", True)):
-        c, q = _embed(rt.lm, cands, eol), _embed(rt.lm, questions, eol)
+    full = {"bm25": bm25_scores(cands, cands)}
+    for name, how in (("hidden mean", "mean"), ("hidden PromptEOL", "eol"), ("meaning (GRM)", "meaning")):
+        c, q = _embed(rt.lm, cands, how), _embed(rt.lm, questions, how)
         mu = c.mean(0)
         c, q = (torch.nn.functional.normalize(x - mu, dim=-1) for x in (c, q))
         sims = (q @ c.T).tolist()
         link = (c[:n] @ c[n:].T).tolist()  # statement -> updates
         # cosines may be negative: shift so that every candidate is ranked (a zero is "unranked" for bm25 only)
+        full[name] = [[x + 2 for x in r] for r in (c @ c.T).tolist()]
         channels[name] = ([[x + 2 for x in r] for r in sims], [[x + 2 for x in r] for r in link])
         print(f"[routing] {name} embedded", file=sys.stderr, flush=True)
     out = {}
     for name, (q_scores, links) in channels.items():
         rs, ru = _ranks(q_scores, list(range(n))), _ranks(q_scores, [n + i for i in range(n)])
         rl = _ranks(links, list(range(n)))
+        # the turn said after statement i (the later statements, then every update) nearest it
+        first = [max(range(i + 1, 2 * n), key=lambda j: full[name][i][j]) for i in range(n)]
         out[name] = {"statement": {k: _at(rs, k) for k in (1, 3, 5)}, "update": {k: _at(ru, k) for k in (1, 3, 5)},
                      "both_at_5": sum(a <= 5 and b <= 5 for a, b in zip(rs, ru)),
-                     "statement_links_update_at_3": _at(rl, 3)}
-    return {"n": n, "candidates": len(cands), "channels": out, "mounts": mounts(channels, n)}
+                     "statement_links_update_at_3": _at(rl, 3),
+                     "first_later_is_update": sum(f == n + i for i, f in enumerate(first))}
+    return {"n": n, "candidates": len(cands), "channels": out, "mounts": mounts(channels, n, full)}
 
 
 def _top(row: list[float], k: int) -> list[int]:
@@ -137,11 +153,27 @@ def _top(row: list[float], k: int) -> list[int]:
     return [i for i in sorted(range(len(row)), key=lambda i: -row[i]) if row[i] > 0][:k]
 
 
-def mounts(channels: dict, n: int) -> dict:
+def mounts(channels: dict, n: int, full: dict) -> dict:
     """What a router of each design would mount per question, and whether that holds the item's
     statement, its update, both. Candidates 0..n-1 are statements, n..2n-1 updates (said later);
-    a link brings, for each mounted statement, the update its channel ranks first against it."""
+    a link brings, for each mounted statement, the update its channel ranks first against it.
+    GRM's meaning channel as grafts.route and later use it: its top MEANING_PICKS above the floor,
+    each bringing the candidate after it nearest it above the floor (`full`: every candidate
+    against every other, cosines shifted by 2)."""
+    from grm.grafts.memory import RouteConfig
+    from grm.runtime.config import MEANING_PICKS
+
     bm, eol = channels["bm25"], channels["hidden PromptEOL"]
+    sims, among = channels["meaning (GRM)"][0], full["meaning (GRM)"]
+    floor = RouteConfig().meaning_floor + 2
+
+    def meaning(i: int) -> list[int]:
+        got = [j for j in _top(sims[i], MEANING_PICKS) if sims[i][j] >= floor]
+        for j in list(got):
+            best = max((k for k in range(j + 1, 2 * n) if k not in got), key=lambda k: among[j][k], default=None)
+            if best is not None and among[j][best] >= floor:
+                got.append(best)
+        return got
 
     def union(i: int, k: int = 2) -> list[int]:
         return list(dict.fromkeys(_top(bm[0][i], k) + _top(eol[0][i], k)))
@@ -155,6 +187,7 @@ def mounts(channels: dict, n: int) -> dict:
         "bm25 top 2 + PromptEOL top 2": union,
         "the same + each statement's update by bm25": lambda i: linked(union(i), bm[1]),
         "the same + each statement's update by PromptEOL": lambda i: linked(union(i), eol[1]),
+        "GRM's meaning channel: top 2 + each one's nearest later turn": meaning,
     }
     out = {}
     for name, mount in designs.items():
@@ -203,12 +236,12 @@ def main(args: argparse.Namespace) -> int:
     if "routing" in res:
         rr = res["routing"]
         table += [f"## Routing: {rr['n']} questions against {rr['candidates']} turns (every statement and update)", "",
-                  "| channel | statement @1 / @3 / @5 | update @1 / @3 / @5 | both in the top 5 | statement finds its update in the top 3 of the updates |",
-                  "|---|---|---|---|---|"]
+                  "| channel | statement @1 / @3 / @5 | update @1 / @3 / @5 | both in the top 5 | statement finds its update in the top 3 of the updates | the turn after the statement nearest it is its update |",
+                  "|---|---|---|---|---|---|"]
         for name, c in rr["channels"].items():
             table.append(f"| {name} | {c['statement'][1]} / {c['statement'][3]} / {c['statement'][5]} | "
                          f"{c['update'][1]} / {c['update'][3]} / {c['update'][5]} | {c['both_at_5']} | "
-                         f"{c['statement_links_update_at_3']} |")
+                         f"{c['statement_links_update_at_3']} | {c['first_later_is_update']} |")
         table += ["", "What a router of each design would mount (turns per question: mean):", "",
                   "| design | statement mounted | update mounted | both | turns mounted |", "|---|---|---|---|---|"]
         for name, m in rr["mounts"].items():
