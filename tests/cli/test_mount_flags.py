@@ -12,16 +12,17 @@ from grm.cli.common import mount_options
 @pytest.mark.parametrize("command", [["ask", "q"], ["chat"], ["serve", "--no-auth"]])
 def test_every_command_that_mounts_takes_the_same_flags(command):
     args = build_parser().parse_args([*command, "--blend", "0.2", "--reread", "never", "--repair", "3",
-                                      "--lead", "rules", "--extractor", "rule", "--rules", "off", "--later", "2"])
+                                      "--lead", "rules", "--extractor", "rule", "--rules", "off", "--later", "2", "--meaning", "off"])
     assert mount_options(args) == {"repair": 3, "blend": 0.2, "reread": "never", "lead": "rules",
-                                   "extractor": "rule", "rules": "off", "later": 2}
+                                   "extractor": "rule", "rules": "off", "later": 2, "meaning": "off"}
     defaults = build_parser().parse_args(command)
     assert mount_options(defaults) == {"repair": 0, "blend": 0.0, "reread": "auto", "lead": "auto",
-                                       "extractor": "rule", "rules": "auto", "later": 1}
+                                       "extractor": "rule", "rules": "auto", "later": 1, "meaning": "auto"}
 
 
 @pytest.mark.parametrize("flags", [["--blend", "1.5"], ["--blend", "x"], ["--reread", "sometimes"],
-                                   ["--lead", "guess"], ["--rules", "some"], ["--later", "x"]])
+                                   ["--lead", "guess"], ["--rules", "some"], ["--later", "x"],
+                                   ["--meaning", "maybe"]])
 def test_bad_mount_flags_are_refused_in_one_line(grm, tmp_path, flags):
     code, out, err = grm("ask", "--store", tmp_path / "s", "q", *flags)
     last = err.strip().splitlines()[-1]  # argparse's usage, then the one error line
