@@ -66,9 +66,10 @@ def rules_for(lm: LoadedModel) -> str:
 
 def meaning_for(lm: LoadedModel) -> str:
     """What RuntimeConfig.meaning "auto" is for `lm`: "on" where the model is asked through its own
-    chat template (an instruct model: its hidden states after the one-word prompt put a statement
-    in the top 5 for its question 75/90 where BM25 does 45/90,
-    bench/results/update-reading-fresh20-fresh21-fresh22-routing.md), "off" otherwise."""
+    chat template (an instruct model: its hidden states after the one-word topic prompt put a
+    statement in the top 5 for its question 84/90 where BM25 does 45/90,
+    bench/results/update-reading-fresh20-fresh21-fresh22-routing.md), "off" otherwise (a model
+    that cannot read a plain question is not asked for a topic either)."""
     return "on" if lm.tokenizer.template is not None else "off"
 
 
