@@ -25,7 +25,7 @@ from grm.route import Channels, Hit, LexicalConfig, combine, search
 from grm.route.lexical import WORD
 from grm.route.dense import encode_key, key_width, span_keys
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
-from grm.route.meaning import MeaningIndex, QueryVectors, encode_vector, meaning_vector
+from grm.route.meaning import MeaningIndex, QueryVectors, meaning_vector
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
@@ -204,7 +204,7 @@ class GraftMemory:
         if self.config.meaning and kind in MEANING_KINDS:
             vec = meaning_vector(self.lm.model, self.lm.tokenizer, text)
             if vec is not None:
-                meta["meaning"] = encode_vector(vec)
+                meta["meaning"] = encode_key(vec)
         if span is not None:
             meta["span"] = list(span)
         payload = kv.to_bytes(ex.bind(self.tenant, gid, PAYLOAD_PARENT, seat, text, ids))

@@ -99,16 +99,23 @@ def encode_key(key: torch.Tensor) -> str:
     return base64.b64encode(key.to(torch.float16).numpy().astype("<f2").tobytes()).decode("ascii")
 
 
-def decode_keys(text: object, width: int) -> np.ndarray | None:
-    """A stored key (or a multi-key node's keys) as [n_keys, width] fp16; None if it does not
-    decode or does not fit this geometry (`width` = key_width)."""
+def decode_fp16(text: object) -> np.ndarray | None:
+    """Numbers `encode_key` stored (base64 of fp16 little-endian) as a flat fp16 array; None if
+    `text` is not such a string or holds none."""
     if not isinstance(text, str) or not text:
         return None
     try:
         arr = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f2")
     except ValueError:  # binascii.Error is a ValueError
         return None
-    if arr.size == 0 or arr.size % width:
+    return arr if arr.size else None
+
+
+def decode_keys(text: object, width: int) -> np.ndarray | None:
+    """A stored key (or a multi-key node's keys) as [n_keys, width] fp16; None if it does not
+    decode or does not fit this geometry (`width` = key_width)."""
+    arr = decode_fp16(text)
+    if arr is None or arr.size % width:
         return None
     return arr.reshape(-1, width)
 

@@ -16,7 +16,8 @@ Models", asked for the topic rather than the meaning: "means in one word" found 
 was chosen on those three sets, read for it): `text` read alone inside `PROMPT`, the last token's
 last-layer hidden state, [hidden] fp32. One short forward pass per stored turn and per query; only
 for spans of at most `MAX_TOKENS` tokens (chat turns and facts, not document sections).
-Stored in the graft's meta as `meaning`: base64 of fp16 little-endian numbers (3 KB on Qwen-1.5B).
+Stored in the graft's meta as `meaning`: base64 of fp16 little-endian numbers, as dense keys are
+(grm.route.dense.encode_key; 4 KB of text on Qwen-1.5B).
 Scores are cosines after subtracting the mean vector of the tenant's indexed turns (the raw states
 of one model all point one way: raw cosines sit near 1); below `MIN_CENTRED` rows, raw cosines.
 
@@ -27,7 +28,6 @@ moves), and asks it `scores` for a query's vector (`QueryVectors` keeps the last
 
 from __future__ import annotations
 
-import base64
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from grm.route.dense import decode_fp16
 from grm.store import Record
 
 PROMPT = 'This sentence: "{text}" is about the topic of one word:"'
@@ -62,19 +63,11 @@ def meaning_vector(model: torch.nn.Module, tokenizer, text: str) -> torch.Tensor
     return out.hidden_states[-1][0, -1].float().cpu()
 
 
-def encode_vector(vec: torch.Tensor) -> str:
-    return base64.b64encode(vec.to(torch.float16).numpy().astype("<f2").tobytes()).decode("ascii")
-
-
 def decode_vector(text: object) -> np.ndarray | None:
-    """A stored vector as fp32 [hidden]; None if absent or not decodable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        arr = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f2")
-    except ValueError:  # binascii.Error is a ValueError
-        return None
-    return arr.astype(np.float32) if arr.size else None
+    """A stored vector (written by grm.route.dense.encode_key) as fp32 [hidden]; None if absent or
+    not decodable."""
+    arr = decode_fp16(text)
+    return None if arr is None else arr.astype(np.float32)
 
 
 @dataclass(frozen=True)

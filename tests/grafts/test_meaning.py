@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from grm.route import meaning
-from grm.route.meaning import MIN_CENTRED, MeaningIndex, decode_vector, encode_vector, said
+from grm.route.dense import encode_key
+from grm.route.meaning import MIN_CENTRED, MeaningIndex, decode_vector, said
 
 AXES = {"bank": 0, "weather": 1, "pet": 2, "car": 3}
 SAID = {  # what each text means, as a direction: the stub model's "reading"
@@ -122,14 +123,14 @@ def test_centring_and_labels():
     rows = np.eye(4, dtype=np.float32) + 1.0  # a shared direction every raw cosine carries
     for i, r in enumerate(rows):
         idx.put(dataclasses.make_dataclass("R", ["key", "text", "meta"])(
-            f"k{i}", "", {"meaning": encode_vector(torch.from_numpy(r)), "kind": "evidence", "created": i}))
+            f"k{i}", "", {"meaning": encode_key(torch.from_numpy(r)), "kind": "evidence", "created": i}))
     raw = idx.scores(rows[0])
     assert raw[0][0].key == "k0" and raw[1][1] > 0.5  # under MIN_CENTRED rows: raw cosines, all high
     for i in range(4, MIN_CENTRED):
         v = np.full(4, 1.0, dtype=np.float32)
         v[i % 4] += 1.0
         idx.put(dataclasses.make_dataclass("R", ["key", "text", "meta"])(
-            f"k{i}", "", {"meaning": encode_vector(torch.from_numpy(v)), "kind": "evidence", "created": i}))
+            f"k{i}", "", {"meaning": encode_key(torch.from_numpy(v)), "kind": "evidence", "created": i}))
     centred = dict((r.key, c) for r, c in idx.scores(rows[0]))
     assert centred["k0"] > 0.5 and centred["k1"] < 0.2  # the shared direction is gone
     idx.drop("k0")
