@@ -408,7 +408,7 @@ class GraftMemory:
                     after.append(Routed(g, r.score, h.bm25, shared, r.dense))
                     taken.add(g.id)
                     budget -= g.tokens
-            nearest = self._later_in_meaning(r, (taken - mates.keys()) | placed | {r.graft.id}, budget)
+            nearest = self._later_in_meaning(r, (taken - mates.keys()) | placed | {r.graft.id}, budget, mates.keys())
             if nearest is not None and nearest.graft.id in mates:  # routed too: moved to be read after r
                 after.append(mates[nearest.graft.id])
             elif nearest is not None:
@@ -421,11 +421,12 @@ class GraftMemory:
             placed.add(r.graft.id)
         return out
 
-    def _later_in_meaning(self, r: Routed, taken: set[str], budget: int) -> Routed | None:
+    def _later_in_meaning(self, r: Routed, taken: set[str], budget: int, seated=frozenset()) -> Routed | None:
         """The evidence turn written after `r`'s graft that is nearest it in meaning (centred cosine
         at least `meaning_floor`), not one that only asks, not `taken`, within `budget` seats: an
         update in other words than its statement ("Ally has my paycheck now." after "My bank is
-        Chase."). None without the meaning channel or such a turn."""
+        Chase."); a turn in `seated` (routed already) has its seats counted. None without the
+        meaning channel or such a turn."""
         cfg = self.config
         if not cfg.meaning or r.graft.kind not in MEANING_KINDS or self._meaning is None:
             return None
@@ -441,7 +442,7 @@ class GraftMemory:
             if rec is None or not self._mine(rec) or rec.meta.get("retired"):
                 continue
             g = Graft.from_record(rec)
-            if g.tokens <= budget:
+            if g.tokens <= budget or g.id in seated:
                 return Routed(g, r.score, 0.0, (), r.dense, cos)
         return None
 
