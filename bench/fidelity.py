@@ -633,12 +633,15 @@ def main(args: argparse.Namespace) -> int:
 
 def runtime_options(args: argparse.Namespace) -> dict:
     """The RuntimeConfig fields this run's flags name (`--abstain-floor`, `--system`, `--rules`,
-    `--later`, `--meaning`, `--blend`, `--reread`); the runtime's defaults for the others."""
+    `--later`, `--meaning`, `--blend`, `--reread`,
+    `--agree`, `--pair`); the runtime's defaults for the others."""
     return ({} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}) | (
         {} if args.system is None else {"system": args.system}) | (
         {} if args.rules is None else {"rules": args.rules}) | ({} if args.later is None else {"later": args.later}) | (
         {} if args.meaning is None else {"meaning": args.meaning}) | (
-        {} if args.blend is None else {"blend": args.blend}) | ({} if args.reread is None else {"reread": args.reread})
+        {} if args.blend is None else {"blend": args.blend}) | ({} if args.reread is None else {"reread": args.reread}) | (
+        {} if args.agree is None else {"agree": args.agree == "on"}) | (
+        {} if args.pair is None else {"pair": args.pair == "on"})
 
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
@@ -676,6 +679,10 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
         name, flag = f"{name}-blend-{args.blend:g}", f"{flag} --blend {args.blend:g}"
     if args.reread is not None:
         name, flag = f"{name}-reread-{args.reread}", f"{flag} --reread {args.reread}"
+    if args.agree is not None:
+        name, flag = f"{name}-agree-{args.agree}", f"{flag} --agree {args.agree}"
+    if args.pair is not None:
+        name, flag = f"{name}-pair-{args.pair}", f"{flag} --pair {args.pair}"
     if not args.ceiling:
         flag = f"{flag} --no-ceiling"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
@@ -715,6 +722,12 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    help="recompute this share of the mounted grafts' tokens in context (RuntimeConfig.blend)")
     p.add_argument("--reread", choices=("auto", "never", "always"), default=None,
                    help="read routed grafts as text instead of mounting them (RuntimeConfig.reread)")
+    p.add_argument("--agree", choices=("on", "off"), default=None,
+                   help="words-only routes mounted only where the meaning agrees (RuntimeConfig.agree; default: the "
+                        "runtime's)")
+    p.add_argument("--pair", choices=("on", "off"), default=None,
+                   help="mount only the best statement and its later turn in meaning (RuntimeConfig.pair; default: "
+                        "the runtime's)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                    help="updates splits: do not read the in-context ceiling (a run beside this one of the same "
                         "model and system message reads it)")

@@ -5,7 +5,9 @@ splits (bench/fidelity.py's, bench/data/sealed/updates-*.json), no memory store 
   user message through the chat template, with the runtime's system message, in three layouts:
   `memory` (what a memory chat mounts when routing brings both turns: "User: <statement>\\n\\nUser:
   <update>\\n\\n<question>"), `list` (numbered, oldest first) and `said` ("Earlier I said: ...
-  Later I said: ..."). Scored as fidelity.py scores: the answer holds the new value and not the
+  Later I said: ..."); then, as memory mounts them beside other turns, `memory + 3 others` (the
+  next three items' statements around the pair) and `update + 3 others` (the statement left out:
+  what a memory that knew the update replaces it would mount). Scored as fidelity.py scores: the answer holds the new value and not the
   old. This is the reading ceiling of a router that finds both turns; fidelity.py's "in context"
   column reads the turns as a conversation with the model's own replies, which differs.
 - routing: every statement and update of the splits as candidates (2 per item), every question
@@ -41,10 +43,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import run_cli, sealed, write_results  # noqa: E402
 
-LAYOUTS = {
-    "memory": lambda s, u, q: f"User: {s}\n\nUser: {u}\n\n{q}",
-    "list": lambda s, u, q: f"What I told you before, oldest first:\n1. {s}\n2. {u}\n\nMy question now: {q}",
-    "said": lambda s, u, q: f'Earlier I said: "{s}"\nLater I said: "{u}"\n\n{q}',
+LAYOUTS = {  # (statement, update, question, three other items' statements) -> the user's message
+    "memory": lambda s, u, q, o: f"User: {s}\n\nUser: {u}\n\n{q}",
+    "list": lambda s, u, q, o: f"What I told you before, oldest first:\n1. {s}\n2. {u}\n\nMy question now: {q}",
+    "said": lambda s, u, q, o: f'Earlier I said: "{s}"\nLater I said: "{u}"\n\n{q}',
+    "memory + 3 others": lambda s, u, q, o: f"User: {o[0]}\n\nUser: {s}\n\nUser: {o[1]}\n\nUser: {u}\n\nUser: {o[2]}\n\n{q}",
+    "update + 3 others": lambda s, u, q, o: f"User: {o[0]}\n\nUser: {o[1]}\n\nUser: {o[2]}\n\nUser: {u}\n\n{q}",
 }
 STOP = frozenset("a an the i my me we our you your is are was were be to of in on at for and or it its this that what "
                  "who which where when how do does did have has with now these days there so".split())
@@ -60,10 +64,11 @@ def reading(rt, items: list[tuple], split: str) -> dict:
 
     t = rt.lm.tokenizer.template
     rows = []
-    for s, u, q, old, new in items:
+    for i, (s, u, q, old, new) in enumerate(items):
         row = {"question": q, "old": old, "new": new}
+        others = [items[(i + k) % len(items)][0] for k in (1, 2, 3)]  # other items' statements: turns of the same kind
         for name, lay in LAYOUTS.items():
-            a = rt.ask(t.head + t.user_turn(lay(s, u, q)), memory=False, chat=True, stop=TURN_STOPS).answer.strip()
+            a = rt.ask(t.head + t.user_turn(lay(s, u, q, others)), memory=False, chat=True, stop=TURN_STOPS).answer.strip()
             row[name] = {"answer": a, "latest": has(a, new) and not has(a, old), "stale": has(a, old)}
         rows.append(row)
         print(f"[reading {split}] {len(rows)}/{len(items)} " + " ".join(

@@ -65,6 +65,16 @@ class RouteConfig:
     # no vectors are computed either
     meaning: int = 0
     meaning_floor: float = 0.2
+    # with the meaning channel: a turn or fact routed by its words alone is mounted only where its
+    # meaning is at least `meaning_floor` for the query too, or it holds one of the query's names
+    # or numbers (`GraftMemory._by_meaning`); grafts without a meaning vector (document sections)
+    # are routed by their words as before
+    agree: bool = False
+    # with the meaning channel: where a routed turn has a later turn linked to it in meaning (a
+    # statement and what was said after it on the same thing), mount only the best such pair, the
+    # later turn last (`GraftMemory.later`): other turns beside a statement and its update make a
+    # small reader answer with the statement's value (bench/update_reading.py, `memory + 3 others`)
+    pair: bool = False
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.seat_budget < 1:
@@ -342,16 +352,25 @@ class GraftMemory:
         """`routed` and after it (mounted further from the question) up to `RouteConfig.meaning`
         grafts whose meaning is nearest the query's, at a centred cosine of at least
         `meaning_floor`: not a turn that only asks, not a slice's parent or child of one routed,
-        within `budget` seats (grm/route/meaning.py)."""
+        within `budget` seats (grm/route/meaning.py). With `RouteConfig.agree`, a turn or fact
+        routed by its words alone whose meaning is below the floor for the query, and that holds
+        none of its names or numbers, is not mounted (a word shared by chance: "our" in "what
+        number turns off our burglar system?"); its seats go to what the meaning finds."""
         cfg = self.config
         if not cfg.meaning:
             return routed
         vec = self.query_vectors.get(self.lm.model, self.lm.tokenizer, query)
         if vec is None:
             return routed
+        scores = self._meaning_scores(vec)
+        if cfg.agree:
+            cosine = {row.key: cos for row, cos in scores}
+            agreed = [r for r in routed if r.identifiers or cosine.get(r.graft.id, cfg.meaning_floor) >= cfg.meaning_floor]
+            budget += sum(r.graft.tokens for r in routed) - sum(r.graft.tokens for r in agreed)
+            routed = agreed
         taken = {r.graft.id for r in routed} | {r.graft.parent for r in routed if r.graft.parent}
         out = list(routed)
-        for row, cos in self._meaning_scores(vec):
+        for row, cos in scores:
             if len(out) - len(routed) == cfg.meaning or cos < cfg.meaning_floor:
                 break
             if row.asks or row.key in taken:
@@ -409,6 +428,8 @@ class GraftMemory:
                     taken.add(g.id)
                     budget -= g.tokens
             nearest = self._later_in_meaning(r, (taken - mates.keys()) | placed | {r.graft.id}, budget, mates.keys())
+            if nearest is not None and cfg.pair:
+                return [mates.get(nearest.graft.id, nearest), r]  # best first: the later turn read last
             if nearest is not None and nearest.graft.id in mates:  # routed too: moved to be read after r
                 after.append(mates[nearest.graft.id])
             elif nearest is not None:

@@ -104,6 +104,13 @@ class RuntimeConfig:
     # short forward pass per stored turn and per question. "auto" (default): on for a model asked
     # through its chat template (a reader whose hidden states separate meanings), off otherwise
     meaning: str = "auto"
+    # with the meaning channel on: a turn or fact routed by its words alone is mounted only where its
+    # meaning is near the question too, or it holds one of the question's names or numbers
+    # (grm/grafts/memory.py RouteConfig.agree): fewer turns beside a statement and its update
+    agree: bool = False
+    # with the meaning channel on: mount only the best routed turn that has a later turn linked to
+    # it in meaning, and that turn after it (grm/grafts/memory.py RouteConfig.pair)
+    pair: bool = False
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
     # the system message a model asked through its chat template reads first in every request (in

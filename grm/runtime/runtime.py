@@ -82,7 +82,8 @@ class Runtime:
         self.grafts = GraftMemory(self.exact, RouteConfig(k=config.graft_k, seat_budget=config.seat_budget,
                                                           channels=Channels(channel=config.channel),
                                                           abstain_floor=config.abstain_floor, later=config.later,
-                                                          meaning=MEANING_PICKS if config.meaning == "on" else 0),
+                                                          meaning=MEANING_PICKS if config.meaning == "on" else 0,
+                                                          agree=config.agree, pair=config.pair),
                                   archive=self.archive)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)

@@ -140,8 +140,7 @@ class Generations:
             # the exchange is evidence: a graft of its own (routed for later requests) and the
             # facts the user stated
             rt.remember_exchange(req.user_text, ans.answer, rid)
-        tally.pause()
-        reads = {"tokens": tally.tokens, "calls": tally.calls, "decode_steps": decode_steps}
+        reads = self._account(tenant, req, rid, ans, finish, n_out, tally, decode_steps, req.memory)
         ext = {"mode": ans.mode, "tokens_from_memory": ans.tokens_from_memory,
                "tokens_computed": ans.tokens_computed, "mounted": list(ans.mounted), "lossy": bool(ans.lossy),
                "abstained": bool(getattr(ans, "abstained", False)), "fallback": getattr(ans, "fallback", None),
@@ -149,12 +148,6 @@ class Generations:
                "request": rid, "model_reads": reads}
         if command is not None:
             ext["command"] = command
-        self._record(tenant, req, rid, ans, finish, n_out, reads)
-        if self.metrics is not None:
-            self.metrics.observe_answer(tenant, req.endpoint, ans, req.memory)
-            self.metrics.observe_reads(tenant, **reads)
-        if req.memory:  # the runtime counted its mounts (Runtime.uses, shared by every tenant's view)
-            self.after_write(tenant)
         return GenResult(ans.answer, finish, ans.prompt_tokens, n_out, ans.tokens_from_memory, ext, command)
 
     def ask(self, tenant: str, question: str, mode: str, max_new_tokens: int | None) -> Job:
@@ -178,16 +171,25 @@ class Generations:
         steps = self.view(tenant).answering(req.prompt, mode=req.mode, max_new_tokens=req.max_tokens,
                                             on_token=lambda _d: not job.cancelled.is_set(), pauses=pauses)
         ans, decode_steps = yield from decoded(steps, tally)
+        finish = "cancelled" if job.cancelled.is_set() else ans.finish_reason
+        self._account(tenant, req, "req-" + secrets.token_hex(6), ans, finish, getattr(ans, "completion_tokens", 0),
+                      tally, decode_steps)
+        return ans.to_json()
+
+    def _account(self, tenant: str, req: GenRequest, rid: str, ans: Any, finish: str, n_out: int, tally: ReadTally,
+                 decode_steps: int, memory: bool = True) -> dict:
+        """The end every generation shares: the model's reads counted, the request's trace recorded,
+        the metrics told and, where memory was read, the tiering policy's heat updated (the runtime
+        counted its mounts: Runtime.uses, shared by every tenant's view). Returns the reads."""
         tally.pause()
         reads = {"tokens": tally.tokens, "calls": tally.calls, "decode_steps": decode_steps}
-        rid = "req-" + secrets.token_hex(6)
-        n_out = getattr(ans, "completion_tokens", 0)
-        self._record(tenant, req, rid, ans, "cancelled" if job.cancelled.is_set() else ans.finish_reason, n_out, reads)
+        self._record(tenant, req, rid, ans, finish, n_out, reads)
         if self.metrics is not None:
-            self.metrics.observe_answer(tenant, "ask", ans, True)
+            self.metrics.observe_answer(tenant, req.endpoint, ans, memory)
             self.metrics.observe_reads(tenant, **reads)
-        self.after_write(tenant)  # the runtime counted its mounts (the tiering policy's heat)
-        return ans.to_json()
+        if memory:
+            self.after_write(tenant)
+        return reads
 
     def _ask(self, rt: Any, req: GenRequest, on_token: Callable[[str], bool], pauses: bool = False) -> Generator:
         """The runtime call. Exact mode (every chat, and completions by default): the prompt as given

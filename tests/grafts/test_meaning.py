@@ -7,9 +7,11 @@ bench/fidelity.py's), and one test reads the real function through a tiny model.
 Expectations:
 1. A turn that shares no word with the question is mounted when its meaning is nearest (above
    the floor); a turn far from it, a turn that only asks, and everything with the channel off are not.
-2. A routed turn brings the evidence turn said after it that is nearest it in meaning, mounted
+2. With `agree`, a turn routed by a word it shares by chance, whose meaning is far
+   from the question's, is not mounted; one holding the question's name or number is.
+3. A routed turn brings the evidence turn said after it that is nearest it in meaning, mounted
    after it; never an earlier one, one that only asks, or an excluded one.
-3. Vectors are stored only for chat turns and facts with the channel on, and only for short spans;
+4. Vectors are stored only for chat turns and facts with the channel on, and only for short spans;
    the index keeps in step with the store (a retired turn leaves it) and centres above
    MIN_CENTRED rows.
 """
@@ -35,6 +37,9 @@ SAID = {  # what each text means, as a direction: the stub model's "reading"
     "Which bank holds my money?": ("bank", 1.0),  # only asks: never mounted for its meaning
     "Our cat is called Miso.": ("pet", 1.0),
     "I drive a blue hatchback.": ("car", 1.0),
+    "My car money goes to insurance first.": ("car", 1.0),  # shares "money" with a bank question
+    "My car cost 1200 in money last year.": ("car", 1.0),
+    "Where does my money go, the 1200?": ("bank", 0.95),
 }
 
 
@@ -68,6 +73,22 @@ def test_a_turn_sharing_no_word_with_the_question_is_routed_by_its_meaning(rt):
     assert rt.grafts.route("Where does my salary go?") == []
 
 
+def test_a_word_shared_by_chance_is_not_mounted_where_the_meaning_disagrees(rt):
+    bank = turn(rt, "My bank is Chase.", "1")
+    car = turn(rt, "My car money goes to insurance first.", "2")
+    for i in range(3, 10):  # enough rows to centre on
+        turn(rt, ["The weather was grey all week.", "Our cat is called Miso.", "I drive a blue hatchback."][i % 3], str(i))
+    asked = "Where does my money go?"
+    rt.grafts.config = dataclasses.replace(rt.grafts.config, agree=True)  # RuntimeConfig.agree (off by default)
+    assert [r.graft.id for r in rt.grafts.route(asked)] == [bank.id]  # "money" alone does not mount the car turn
+    rt.grafts.config = dataclasses.replace(rt.grafts.config, agree=False)
+    assert {r.graft.id for r in rt.grafts.route(asked)} == {bank.id, car.id}
+    rt.grafts.config = dataclasses.replace(rt.grafts.config, agree=True)
+    priced = turn(rt, "My car cost 1200 in money last year.", "10")
+    got = {r.graft.id for r in rt.grafts.route("Where does my money go, the 1200?")}
+    assert priced.id in got and car.id not in got  # the question's number pins it down
+
+
 def test_a_routed_turn_brings_the_later_turn_nearest_it_in_meaning(rt):
     stated = turn(rt, "My bank is Chase.", "1")
     turn(rt, "The weather was grey all week.", "2")
@@ -81,6 +102,18 @@ def test_a_routed_turn_brings_the_later_turn_nearest_it_in_meaning(rt):
     assert got[0].meaning > rt.grafts.config.meaning_floor and got[0].score == routed[0].score
     assert rt.grafts.later(got[:1]) == got[:1]  # nothing said after the update means the same
     assert rt.grafts.later(routed, exclude=frozenset({update.id})) == routed
+
+
+def test_pair_mounts_only_the_best_routed_turn_and_its_later_turn(rt):
+    stated = turn(rt, "My bank is Chase.", "1")
+    weather = turn(rt, "The weather was grey all week.", "2")
+    update = turn(rt, "Ally has my paycheck now.", "3")
+    turn(rt, "Our cat is called Miso.", "4")
+    routed = [r for r in rt.grafts.route("Chase weather", channel="lexical") if r.graft.id in (stated.id, weather.id)]
+    assert {r.graft.id for r in rt.grafts.later(routed)} == {stated.id, weather.id, update.id}
+    rt.grafts.config = dataclasses.replace(rt.grafts.config, pair=True)  # RuntimeConfig.pair
+    got = rt.grafts.later(sorted(routed, key=lambda r: r.graft.id != stated.id))  # the statement ranked first
+    assert [r.graft.id for r in got] == [update.id, stated.id]  # the weather turn beside them is not mounted
 
 
 def test_a_chat_question_mounts_the_statement_and_its_update_in_other_words(rt):
