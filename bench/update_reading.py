@@ -23,8 +23,11 @@ splits (bench/fidelity.py's, bench/data/sealed/updates-*.json), no memory store 
   update (GraftMemory.later's link). Then what routers of a few designs would mount (`mounts`):
   each channel's top 4, the top 2 of each, and that union with each mounted statement's
   best-linked update (by either channel), and GRM's meaning channel as the runtime uses it (its
-  top 2 above the floor, each with the later turn nearest it above the floor), and how often the
-  mounted turns hold the statement, the update, both.
+  top 2 above the floor, each with the later turn nearest it above the floor), one pair as
+  RouteConfig.pair mounts it (the first of those top 2 with a later turn above the floor) and one
+  pair chosen jointly (a turn of the meaning's top 5 and a later turn, the pair whose cosines with
+  the question and with each other sum highest), and how often the mounted turns hold the
+  statement, the update, both.
 
 `python bench/update_reading.py --model qwen2.5-coder-1.5b --threads 1 --splits fresh20,fresh21 --parts reading,routing`
 """
@@ -180,6 +183,20 @@ def mounts(channels: dict, n: int, full: dict) -> dict:
                 got.append(best)
         return got
 
+    def first_pair(i: int) -> list[int]:  # RouteConfig.pair on the meaning picks: the first with a later link
+        got = [j for j in _top(sims[i], MEANING_PICKS) if sims[i][j] >= floor]
+        for j in got:
+            best = max(range(j + 1, 2 * n), key=lambda k: among[j][k], default=None)
+            if best is not None and among[j][best] >= floor:
+                return [j, best]
+        return got
+
+    def joint_pair(i: int) -> list[int]:  # the pair the question's meaning of both and their link rank first
+        top = [j for j in _top(sims[i], 5) if sims[i][j] >= floor]
+        pairs = [(sims[i][j] + sims[i][k] + among[j][k], [j, k]) for j in top for k in range(j + 1, 2 * n)
+                 if among[j][k] >= floor]
+        return max(pairs)[1] if pairs else top[:1]
+
     def union(i: int, k: int = 2) -> list[int]:
         return list(dict.fromkeys(_top(bm[0][i], k) + _top(eol[0][i], k)))
 
@@ -193,6 +210,8 @@ def mounts(channels: dict, n: int, full: dict) -> dict:
         "the same + each statement's update by bm25": lambda i: linked(union(i), bm[1]),
         "the same + each statement's update by PromptEOL": lambda i: linked(union(i), eol[1]),
         "GRM's meaning channel: top 2 + each one's nearest later turn": meaning,
+        "one pair: the first of the meaning's top 2 with a later turn, and that turn (RouteConfig.pair)": first_pair,
+        "one pair: a turn of the meaning's top 5 and a later one, by question-turn + question-later + turn-later": joint_pair,
     }
     out = {}
     for name, mount in designs.items():
