@@ -175,21 +175,23 @@ def mounts(channels: dict, n: int, full: dict) -> dict:
     sims, among = channels["meaning (GRM)"][0], full["meaning (GRM)"]
     floor = RouteConfig().meaning_floor + 2
 
+    def picks(i: int) -> list[int]:  # the meaning's top MEANING_PICKS above the floor
+        return [j for j in _top(sims[i], MEANING_PICKS) if sims[i][j] >= floor]
+
+    def later_of(j: int, skip: list[int] = ()) -> int | None:  # the turn said after j nearest it, above the floor
+        best = max((k for k in range(j + 1, 2 * n) if k not in skip), key=lambda k: among[j][k], default=None)
+        return best if best is not None and among[j][best] >= floor else None
+
     def meaning(i: int) -> list[int]:
-        got = [j for j in _top(sims[i], MEANING_PICKS) if sims[i][j] >= floor]
+        got = picks(i)
         for j in list(got):
-            best = max((k for k in range(j + 1, 2 * n) if k not in got), key=lambda k: among[j][k], default=None)
-            if best is not None and among[j][best] >= floor:
-                got.append(best)
+            if (k := later_of(j, got)) is not None:
+                got.append(k)
         return got
 
     def first_pair(i: int) -> list[int]:  # RouteConfig.pair on the meaning picks: the first with a later link
-        got = [j for j in _top(sims[i], MEANING_PICKS) if sims[i][j] >= floor]
-        for j in got:
-            best = max(range(j + 1, 2 * n), key=lambda k: among[j][k], default=None)
-            if best is not None and among[j][best] >= floor:
-                return [j, best]
-        return got
+        got = picks(i)
+        return next(([j, k] for j in got if (k := later_of(j)) is not None), got)
 
     def joint_pair(i: int) -> list[int]:  # the pair the question's meaning of both and their link rank first
         top = [j for j in _top(sims[i], 5) if sims[i][j] >= floor]
