@@ -47,10 +47,9 @@ import re
 
 from grm.english.verbs import (ADVERBS, AUX, PARTICIPLES, PARTICLES, PAST_FORMS, VERBS, base_form, inflect,
                                is_participle, is_plural, is_verb_form)
+from grm.english.person import SWAP
 from grm.english.words import BE, DETERMINERS, MODALS, PREPOSITIONS, PRONOUNS
 
-SWAP = {"my": "your", "our": "your", "i": "you", "me": "you", "we": "you", "mine": "yours", "am": "are",
-        "myself": "yourself", "us": "you"}
 # head nouns of a subject a verb-like word after them belongs to ("my sister start work at ...")
 PEOPLE = frozenset("""sister brother mother father mum mom dad wife husband son daughter friend boss partner cousin
 aunt uncle neighbour neighbor kid kids child children parents grandma grandpa family team""".split())
@@ -130,23 +129,6 @@ def asked_label(question: str) -> str | None:
         if words[j] in ASKED_LABELS and words[1:j + 1] != ["number"]:
             label = " ".join(words[1:j + 1])  # the longest: "seat number", not "seat"
     return label
-
-
-_BACK = re.compile(r"\b(?:i\s+am|i'm|i've|i'd|i'll|myself|ourselves|mine|ours|my|our|me|us|we|i)\b", re.IGNORECASE)
-_BACK_OF = {"i am": "you are", "i'm": "you're", "i've": "you've", "i'd": "you'd", "i'll": "you'll", "ours": "yours",
-            "ourselves": "yourselves"}
-
-
-def spoken_back(text: str) -> str:
-    """`text` as the assistant says it back to the user: "My bank is Ally" -> "Your bank is
-    Ally", "I am in Oslo" -> "You are in Oslo" ("9 am" and "the US" stay)."""
-    def one(m: re.Match) -> str:
-        w = m.group()
-        if w == "US":
-            return w
-        return _BACK_OF.get(re.sub(r"\s+", " ", w.lower())) or SWAP[w.lower()]
-    out = _BACK.sub(one, text)
-    return out[:1].upper() + out[1:]
 
 
 def _swap(words: list[str]) -> list[str]:

@@ -16,11 +16,11 @@ import time
 
 import torch
 
+from grm.english.person import SWAP
 from grm.english.words import BE, DETERMINERS, DO, MODALS, PREPOSITIONS, PRONOUNS, WH
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import prefill
 from grm.models import LoadedModel
-from grm.runtime.lead import SWAP
 
 MAX_TOKENS = 24
 EXAMPLES = (

@@ -20,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from grm.english.person import spoken_back
 from grm.errors import UserInputError
 from grm.grafts import Graft, Routed
 from grm.policy import Fact, FoldResult, NoExtractor, PolicyConfig, PolicyMemory, RuleExtractor
@@ -29,7 +30,6 @@ from grm.policy.exclusions import Exclusions
 from grm.route import LexicalConfig, search
 from grm.route.index import DenseIndex
 from grm.route.lexical import identifiers
-from grm.runtime.lead import spoken_back
 from grm.store import Record
 from grm.store.kinds import GRAFT
 

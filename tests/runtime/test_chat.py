@@ -234,7 +234,7 @@ def test_a_memory_question_is_answered_after_its_lead_and_facts_read_as_said_bac
     ("I buy my coffee beans from Kettle", "I", "buy my coffee beans from", "What do you remember?"),
 ])
 def test_a_fact_graft_is_said_back_then_asked_and_answered(statement, subject, predicate, asked):
-    from grm.runtime.lead import spoken_back
+    from grm.english.person import spoken_back
     from grm.runtime.policy_glue import fact_text
 
     back = spoken_back(statement.rstrip("."))

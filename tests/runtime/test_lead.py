@@ -3,7 +3,7 @@
 import pytest
 
 from grm.runtime.question import question_text
-from grm.runtime.lead import answer_lead, spoken_back
+from grm.runtime.lead import answer_lead
 
 
 @pytest.mark.parametrize("question, lead", [
@@ -181,16 +181,6 @@ def test_question_text_starts_the_answer_only_where_a_rule_applies():
     assert question_text("Why is the sky blue?") == "\n\nQuestion: Why is the sky blue?\nAnswer:"
     primed = "What opens the vault?\nAnswer: The code is"
     assert question_text(primed) == "\n\nQuestion: " + primed
-
-
-@pytest.mark.parametrize("said, back", [
-    ("My bank is Ally", "Your bank is Ally"), ("Our standup is at 9 am", "Your standup is at 9 am"),
-    ("I am in Oslo", "You are in Oslo"), ("I'm allergic to nuts", "You're allergic to nuts"),
-    ("We meet in room 9", "You meet in room 9"), ("The US office is in Denver", "The US office is in Denver"),
-    ("Ms. Ortiz is our landlord", "Ms. Ortiz is your landlord"),
-])
-def test_a_statement_spoken_back(said, back):
-    assert spoken_back(said) == back
 
 
 @pytest.mark.parametrize("question, lead", [
