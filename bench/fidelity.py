@@ -634,14 +634,15 @@ def main(args: argparse.Namespace) -> int:
 def runtime_options(args: argparse.Namespace) -> dict:
     """The RuntimeConfig fields this run's flags name (`--abstain-floor`, `--system`, `--rules`,
     `--later`, `--meaning`, `--blend`, `--reread`,
-    `--agree`, `--pair`); the runtime's defaults for the others."""
+    `--agree`, `--pair`, `--replace`); the runtime's defaults for the others."""
     return ({} if args.abstain_floor is None else {"abstain_floor": args.abstain_floor}) | (
         {} if args.system is None else {"system": args.system}) | (
         {} if args.rules is None else {"rules": args.rules}) | ({} if args.later is None else {"later": args.later}) | (
         {} if args.meaning is None else {"meaning": args.meaning}) | (
         {} if args.blend is None else {"blend": args.blend}) | ({} if args.reread is None else {"reread": args.reread}) | (
         {} if args.agree is None else {"agree": args.agree == "on"}) | (
-        {} if args.pair is None else {"pair": args.pair == "on"})
+        {} if args.pair is None else {"pair": args.pair == "on"}) | (
+        {} if args.replace is None else {"replace": args.replace == "on"})
 
 
 def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
@@ -683,6 +684,8 @@ def _write(res: dict, args: argparse.Namespace, t0: float, threads: int) -> int:
         name, flag = f"{name}-agree-{args.agree}", f"{flag} --agree {args.agree}"
     if args.pair is not None:
         name, flag = f"{name}-pair-{args.pair}", f"{flag} --pair {args.pair}"
+    if args.replace is not None:
+        name, flag = f"{name}-replace-{args.replace}", f"{flag} --replace {args.replace}"
     if not args.ceiling:
         flag = f"{flag} --no-ceiling"
     write_results(name, res, _table(res), f"grm bench fidelity --threads {threads}{flag}", quick=args.quick)
@@ -728,6 +731,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair", choices=("on", "off"), default=None,
                    help="mount only the best statement and its later turn in meaning (RuntimeConfig.pair; default: "
                         "the runtime's)")
+    p.add_argument("--replace", choices=("on", "off"), default=None,
+                   help="a routed turn with a later turn linked in meaning is left out, that turn mounted instead "
+                        "(RuntimeConfig.replace; default: the runtime's)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                    help="updates splits: do not read the in-context ceiling (a run beside this one of the same "
                         "model and system message reads it)")

@@ -75,6 +75,10 @@ class RouteConfig:
     # later turn last (`GraftMemory.later`): other turns beside a statement and its update make a
     # small reader answer with the statement's value (bench/update_reading.py, `memory + 3 others`)
     pair: bool = False
+    # with the meaning channel: a routed turn that has a later turn linked to it in meaning is left
+    # out and that later turn mounted in its place (what a memory that knew the update replaces the
+    # statement would mount: `update + 3 others` in bench/update_reading.py)
+    replace: bool = False
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.seat_budget < 1:
@@ -397,7 +401,9 @@ class GraftMemory:
         score is the source's (`identifiers` names the words shared). With the meaning channel
         (`RouteConfig.meaning`), also the later turn nearest it in meaning, which may share no
         word with it (`_later_in_meaning`); where that turn was routed itself, it moves to be read
-        after this one (a statement and its update both routed for their meaning: the update last)."""
+        after this one (a statement and its update both routed for their meaning: the update last).
+        With `RouteConfig.pair`, only the first such pair; with `RouteConfig.replace`, the later
+        turn instead of the routed one."""
         cfg = self.config
         if not (cfg.later or cfg.meaning) or not routed:
             return routed
@@ -430,6 +436,15 @@ class GraftMemory:
             nearest = self._later_in_meaning(r, (taken - mates.keys()) | placed | {r.graft.id}, budget, mates.keys())
             if nearest is not None and cfg.pair:
                 return [mates.get(nearest.graft.id, nearest), r]  # best first: the later turn read last
+            if nearest is not None and cfg.replace:  # the later turn in r's place, r left out
+                budget += r.graft.tokens
+                if nearest.graft.id not in mates:
+                    taken.add(nearest.graft.id)
+                    budget -= nearest.graft.tokens
+                out.extend(after)
+                out.append(mates.get(nearest.graft.id, nearest))
+                placed.update([*(a.graft.id for a in after), nearest.graft.id, r.graft.id])
+                continue
             if nearest is not None and nearest.graft.id in mates:  # routed too: moved to be read after r
                 after.append(mates[nearest.graft.id])
             elif nearest is not None:

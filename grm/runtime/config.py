@@ -111,6 +111,9 @@ class RuntimeConfig:
     # with the meaning channel on: mount only the best routed turn that has a later turn linked to
     # it in meaning, and that turn after it (grm/grafts/memory.py RouteConfig.pair)
     pair: bool = False
+    # with the meaning channel on: a routed turn with a later turn linked to it in meaning is left out
+    # and that turn mounted in its place (grm/grafts/memory.py RouteConfig.replace)
+    replace: bool = False
     device: str = "auto"  # auto | cpu | cuda | cuda:N (auto: the first CUDA device if any, else cpu)
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: float32 on CPU, bfloat16 on CUDA)
     # the system message a model asked through its chat template reads first in every request (in

@@ -83,7 +83,8 @@ class Runtime:
                                                           channels=Channels(channel=config.channel),
                                                           abstain_floor=config.abstain_floor, later=config.later,
                                                           meaning=MEANING_PICKS if config.meaning == "on" else 0,
-                                                          agree=config.agree, pair=config.pair),
+                                                          agree=config.agree, pair=config.pair,
+                                                          replace=config.replace),
                                   archive=self.archive)
         self.residency = Residency(PagingConfig(device_budget=config.device_budget), self.grafts.load,
                                    device=lm.model.device)

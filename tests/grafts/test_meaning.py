@@ -116,6 +116,22 @@ def test_pair_mounts_only_the_best_routed_turn_and_its_later_turn(rt):
     assert [r.graft.id for r in got] == [update.id, stated.id]  # the weather turn beside them is not mounted
 
 
+def test_replace_mounts_the_later_turn_in_the_routed_turns_place(rt):
+    stated = turn(rt, "My bank is Chase.", "1")
+    weather = turn(rt, "The weather was grey all week.", "2")
+    update = turn(rt, "Ally has my paycheck now.", "3")
+    turn(rt, "Our cat is called Miso.", "4")
+    routed = [r for r in rt.grafts.route("Chase weather", channel="lexical") if r.graft.id in (stated.id, weather.id)]
+    rt.grafts.config = dataclasses.replace(rt.grafts.config, replace=True)  # RuntimeConfig.replace
+    got = rt.grafts.later(sorted(routed, key=lambda r: r.graft.id != stated.id))
+    assert [r.graft.id for r in got] == [update.id, weather.id]  # the statement left out, the others kept
+    assert got[0].score == routed[0].score  # in the statement's rank
+    both = [*routed, *(r for r in rt.grafts.route("Ally paycheck", channel="lexical") if r.graft.id == update.id)]
+    assert [r.graft.id for r in rt.grafts.later(both)] == [update.id, weather.id]  # routed itself: mounted once
+    assert rt.grafts.later([r for r in routed if r.graft.id == weather.id]) == [
+        r for r in routed if r.graft.id == weather.id]  # nothing later on the weather: kept as routed
+
+
 def test_a_chat_question_mounts_the_statement_and_its_update_in_other_words(rt):
     chat = rt.chat(clear_context=True)
     stated = chat.send("My bank is Chase.")
