@@ -11,8 +11,9 @@ A request is answered in seven steps, each owned by one module:
              device/host/store planes); a miss is read as text instead, never served
 4. arena     `[sinks | mounts | live tail]` (grm/grafts/arena.build: one rotation per re-seat)
 5. prefill   the text after memory (grm/kv/forward.prefill), one forward call at a time with a
-             `Pause` before each (execute.read_prompt): the server's worker steps its batch between
-             two; a reader that does not pause reads `through`
+             `Pause` before each (`reading`, from execute.read_prompt; `plan_recall` reads a chat's
+             history so before it mounts grafts after it): the server's worker steps its batch
+             between two; a reader that does not pause reads `through`
 6. generate  greedy, a `Sequence` per answer (grm/runtime/generate.py), streaming deltas to
              `on_token`: alone (`Decoding.alone`, one forward call a token) or in the server's
              batch (grm/runtime/batch.py), with the same rules; `begin` (steps 1-5 done) and
@@ -33,9 +34,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
+
+import torch
 
 from grm.dialects import Dialect
 from grm.english.words import STOP_WORDS, stem
@@ -46,7 +49,7 @@ from grm.grafts.blend import BlendConfig
 from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
-from grm.kv.forward import Reads, prefill
+from grm.kv.forward import Reads, calls, prefill_call
 from grm.models import LoadedModel
 from grm.policy.align import related
 from grm.route.lexical import WORD
@@ -115,6 +118,30 @@ class Generation:
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise UserInputError("max_new_tokens must be >= 1")
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Yielded by a read that pauses (`reading`) before each of its forward calls: the caller may
+    use the model meanwhile (the server's worker steps its batch), then resumes the read, which
+    makes that call. The calls are those of a read that does not pause (grm/kv/forward.py `calls`),
+    so the K/V and logits are the same, bit for bit."""
+
+    tokens: int  # what the next forward call reads
+
+
+def reading(model, cache, runs: list[list[int]], seat: int) -> Generator[Pause, None, torch.Tensor | None]:
+    """`runs` read into `cache` from `seat` on, one forward call at a time as prefill makes them, a
+    `Pause` yielded before each; grad mode is off around each call, not across a pause (it is per
+    thread: readers interleave). The last call's logits (None for no runs)."""
+    logits = None
+    for ids in runs:
+        for a, b in calls(len(ids)):
+            yield Pause(b - a)
+            with torch.no_grad():
+                logits = prefill_call(model, cache, ids[a:b], seat + a)
+        seat += len(ids)
+    return logits
 
 
 @dataclass
@@ -205,7 +232,8 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
     return Ready(arena, runs, "exact", mounted, blocks_to_store=to_store, block_meta=metas, prefix=prefix)
 
 
-def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prompt: bool = False) -> Ready:
+def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int,
+                store_prompt: bool = False) -> Generator[Pause, None, Ready]:
     """A conversation with memory (the server's chat completions): `[sinks | the history, exact |
     grafts routed for `recall` | the prompt's last part]`. The history (the prompt up to the line
     where `recall`, the latest user message, starts) is served and stored as in `plan_exact` (one
@@ -215,7 +243,34 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
     reply, and reads both as its history (stored then, as `plan_exact` stores what its prompt does
     not hit), so a request reads its prompt once. Without a routed graft that is not already in the
     prompt (or when the floor says memory holds nothing on it) this is `plan_exact`, and the whole
-    prompt is stored."""
+    prompt is stored. The history is read before the grafts are mounted after it, a `Pause` before
+    each forward call (`reading`): a server's batch steps between them."""
+    with torch.no_grad():
+        history = _recall_history(ctx, prompt, recall, max_new, store_prompt)
+    if isinstance(history, Ready):
+        return history
+    history, routed, split = history
+    cache, seat = history.arena.cache, history.arena.seat
+    yield from reading(ctx.lm.model, cache, history.read, seat)
+    seat += sum(map(len, history.read))
+    with torch.no_grad():
+        if history.blocks_to_store:
+            harvest_blocks(ctx, history.arena, history.blocks_to_store)
+        mounts = mount_routed(ctx, routed)
+        tail = ctx.lm.tokenizer.encode(prompt[split:])
+        ctx.check_window(seat + sum(len(m.ids) for m in mounts) + len(tail), max_new)
+        base = kv_from_cache(cache)
+        grafts = [graft_mount(r) for r in routed]
+        arena = mount(ctx, base, mounts, grafts)
+    arena.from_memory += history.arena.from_memory - base.tokens  # only the history's stored part
+    return Ready(arena, [tail], "exact", history.mounted + grafts, lossy=True, routed=routed,
+                 prefix=history.prefix)
+
+
+def _recall_history(ctx: Context, prompt: str, recall: str, max_new: int,
+                    store_prompt: bool) -> Ready | tuple[Ready, list[Routed], int]:
+    """`plan_recall`'s route and its history's plan (nothing read yet), with the routed grafts and
+    where the history ends; or the whole prompt's `plan_exact` where nothing is mounted."""
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0  # 0: no history (a chat template's first
     # user message starts right after the sinks, which hold the template's head)
@@ -228,22 +283,7 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int, store_prom
         routed = []
     if not routed:
         return plan_exact(ctx, prompt, max_new, store_prompt)
-    history = plan_exact(ctx, prompt[:split], max_new, store_prompt, logits=False)
-    cache, seat = history.arena.cache, history.arena.seat
-    for ids in history.read:
-        prefill(ctx.lm.model, cache, ids, seat)
-        seat += len(ids)
-    if history.blocks_to_store:
-        harvest_blocks(ctx, history.arena, history.blocks_to_store)
-    mounts = mount_routed(ctx, routed)
-    tail = ctx.lm.tokenizer.encode(prompt[split:])
-    ctx.check_window(seat + sum(len(m.ids) for m in mounts) + len(tail), max_new)
-    base = kv_from_cache(cache)
-    grafts = [graft_mount(r) for r in routed]
-    arena = mount(ctx, base, mounts, grafts)
-    arena.from_memory += history.arena.from_memory - base.tokens  # only the history's stored part
-    return Ready(arena, [tail], "exact", history.mounted + grafts, lossy=True, routed=routed,
-                 prefix=history.prefix)
+    return plan_exact(ctx, prompt[:split], max_new, store_prompt, logits=False), routed, split
 
 
 _LINE_START = re.compile(r"(?<=\n)(?=\S)")  # a line's first character after a newline

@@ -31,7 +31,8 @@ from grm.dialects import Dialect
 from grm.kv import new_cache
 from grm.kv.batch import PaddedBatch
 from grm.kv.forward import Reads
-from grm.runtime.execute import Decoding, Pause
+from grm.runtime.answer import Pause
+from grm.runtime.execute import Decoding
 
 T = TypeVar("T")
 

@@ -15,8 +15,8 @@ from typing import TypeVar
 import torch
 from transformers import DynamicCache
 
-from grm.kv.forward import calls, prefill_call, step
-from grm.runtime.answer import Context, Generation, Ready, harvest_blocks
+from grm.kv.forward import step
+from grm.runtime.answer import Context, Generation, Pause, Ready, harvest_blocks, reading
 from grm.runtime.generate import Answer, Sequence
 from grm.runtime.question import with_lead
 
@@ -62,29 +62,14 @@ class Decoding:
         return Generated(seq.text, seq.ids, seq.ttft, self.prompt_tokens, self.start, seq.finish_reason)
 
 
-@dataclass(frozen=True)
-class Pause:
-    """Yielded by a prompt read (`read_prompt`) before each of its forward calls: the caller may use
-    the model meanwhile (the server's worker steps its batch), then resumes the read, which makes
-    that call. The calls are those of a read that does not pause (grm/kv/forward.py `calls`), so
-    the K/V and logits are the same, bit for bit."""
-
-    tokens: int  # what the next forward call reads
-
-
 def read_prompt(ctx: Context, ready: Ready, gen: Generation, t0: float) -> Generator[Pause, None, Decoding]:
     """Step 5: read the runs after the arena (storing the prompt's new blocks if asked), a `Pause`
-    yielded before each forward call; the answer is generated from the Decoding returned. Grad
-    mode is off around each call, not across a pause (it is per thread: readers interleave)."""
-    arena, model = ready.arena, ctx.lm.model
-    start = seat = arena.seat
-    logits = None
-    for ids in ready.read:
-        for a, b in calls(len(ids)):
-            yield Pause(b - a)
-            with torch.no_grad():
-                logits = prefill_call(model, arena.cache, ids[a:b], seat + a)
-        seat += len(ids)
+    yielded before each forward call (answer.reading); the answer is generated from the Decoding
+    returned."""
+    arena = ready.arena
+    start = arena.seat
+    logits = yield from reading(ctx.lm.model, arena.cache, ready.read, start)
+    seat = start + sum(map(len, ready.read))
     with torch.no_grad():
         if ready.blocks_to_store:
             harvest_blocks(ctx, arena, ready.blocks_to_store, ready.block_meta)

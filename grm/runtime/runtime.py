@@ -255,7 +255,7 @@ class Runtime:
                   stop: tuple[str, ...] | list[str] = (), on_token: Callable[[str], bool | None] | None = None,
                   store_prompt: bool = False, chat: bool = False, memory: bool = True,
                   recall: str | None = None,
-                  pauses: bool = False) -> Generator[execute.Decoding | execute.Pause, None, Answer]:
+                  pauses: bool = False) -> Generator[execute.Decoding | pipeline.Pause, None, Answer]:
         """`ask` in two halves, for a caller that generates several answers together (the server's
         batch, grm/runtime/batch.py): the generator plans, loads and reads the prompt, then yields
         its `Decoding` (nothing yielded where nothing is generated: an abstention); the caller
@@ -272,7 +272,11 @@ class Runtime:
             raise UserInputError("max_new_tokens must be >= 1")
         gen = Generation(max_new_tokens or self.config.max_new_tokens, tuple(stop), chat, on_token)
         with torch.no_grad():  # grad mode is per thread: a server's worker thread needs it too
-            ready = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall, chat)
+            planned = self._plan(question, mode, gen.max_new_tokens, store_prompt, memory, recall, chat)
+        if isinstance(planned, Ready):
+            ready = planned
+        else:  # recall: its history is read (pausing, as the prompt's rest is) before grafts are mounted after it
+            ready = (yield from planned) if pauses else execute.through(planned)
         begun = execute.begin(self.ctx, ready, gen, t0)  # its forward calls run without grad
         dec = (yield from begun) if pauses else execute.through(begun)
         if isinstance(dec, execute.Decoding):
@@ -301,7 +305,7 @@ class Runtime:
         return batching.Batch(self.lm.model, self.reads) if batching.batchable(self.dialect) else None
 
     def _plan(self, text: str, mode: str, max_new: int, store_prompt: bool, memory: bool,
-              recall: str | None = None, chat: bool = False) -> Ready:
+              recall: str | None = None, chat: bool = False) -> Ready | Generator[pipeline.Pause, None, Ready]:
         ctx = self.ctx
         prompt = pipeline.exact_prompt(ctx, text, chat) if mode in ("auto", "exact") or not memory else text
         if prompt is None:  # a chat rendered with a system message of its own: not after the sinks

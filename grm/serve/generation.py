@@ -16,9 +16,9 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from grm.runtime.answer import Pause
 from grm.runtime.batch import resume
 from grm.runtime.commands import is_command_only
-from grm.runtime.execute import Pause
 
 if TYPE_CHECKING:
     from grm.serve.engine import Job

@@ -118,7 +118,7 @@ def test_batched_answers_are_the_answers_alone_on_smollm2(make_runtime):
 def _read_pausing(rt, batch, prompt: str, **kw) -> tuple:
     """`prompt` read with pauses, `batch` stepped at every pause: (its steps, Decoding, pause sizes,
     steps of the batch between two of its forward calls)."""
-    from grm.runtime.execute import Pause
+    from grm.runtime.answer import Pause
 
     steps = rt.answering(prompt, pauses=True, **kw)
     pauses, stepped = [], 0
@@ -175,3 +175,39 @@ def test_a_prompt_read_with_pauses_is_the_prompt_read_whole(make_runtime, tmp_pa
         stored = {r.key: rt.store.read_payload(r) for r in rt.store.records("default", "block")}
         stored_whole = {r.key: whole_rt.store.read_payload(r) for r in whole_rt.store.records("default", "block")}
         assert stored == stored_whole and len(stored) >= 2
+
+
+def test_a_recall_history_is_read_with_pauses_as_it_is_read_whole(make_runtime, tmp_path):
+    """The server's chat with memory (`recall`): the history not yet stored is read before the
+    routed grafts are mounted after it, and that read pauses too (the batch steps between its
+    forward calls), with the same K/V, answer and stored blocks as a read that does not pause."""
+    from grm.runtime.execute import Decoding
+
+    def runtime(store):
+        rt = make_runtime(store=store, block_tokens=48, reread="never")
+        rt.chat().send("remember permanently: my locker code is 4471")
+        return rt
+
+    rt, whole_rt = runtime(tmp_path / "paused"), runtime(tmp_path / "whole")
+    history = f"System: be brief.\nUser: {lorem(3, seed=5)}\nAssistant: fine.\n"
+    prompt = history + "User: What is my locker code?\nAssistant:"
+    kw = {"mode": "exact", "max_new_tokens": 6, "chat": True, "store_prompt": True, "recall": "What is my locker code?"}
+    batch = rt.batch()
+    running = rt.answering("A long answer about the sea, please.", mode="exact", max_new_tokens=200, chat=True,
+                           memory=False)
+    assert batch.join("running", next(running))
+    steps, dec, pauses, stepped = _read_pausing(rt, batch, prompt, **kw)
+    assert isinstance(dec, Decoding) and "fact" in [m.get("kind") for m in dec.ready.mounted]
+    history_blocks = len(dec.ready.prefix.blocks) if dec.ready.prefix else 0
+    assert len(pauses) >= 3 and stepped == len(pauses) - 1  # the history's calls and the message's
+    assert history_blocks == 0 and sum(pauses) > len(rt.lm.tokenizer.encode(history))  # nothing of it was stored
+    whole_steps = whole_rt.answering(prompt, **kw)
+    whole = next(whole_steps)
+    assert _same_read(dec, whole)
+    dec.alone(rt.lm.model)
+    whole.alone(whole_rt.lm.model)
+    paused, alone = rt.resume(steps), whole_rt.resume(whole_steps)
+    assert (paused.answer, paused.tokens_from_memory) == (alone.answer, alone.tokens_from_memory)
+    stored = {r.key: rt.store.read_payload(r) for r in rt.store.records("default", "block")}
+    assert stored == {r.key: whole_rt.store.read_payload(r) for r in whole_rt.store.records("default", "block")}
+    assert len(stored) >= 2  # the history's chain blocks, stored as they were read
