@@ -25,7 +25,7 @@ from grm.route import Channels, Hit, LexicalConfig, combine, search
 from grm.route.lexical import WORD
 from grm.route.dense import encode_key, key_width, span_keys
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
-from grm.route.meaning import MeaningIndex, QueryVectors, meaning_vector
+from grm.route.meaning import MeaningIndex, QueryVectors
 from grm.store import Record
 from grm.store.kinds import BLOCK
 
@@ -216,7 +216,8 @@ class GraftMemory:
         meta = {"identity": self.lm.identity, "kind": kind, "seat": seat, "tokens": len(ids), "ids": list(ids),
                 "created": time.time(), "sources": list(sources), "dense": dense, **(extra or {})}
         if self.config.meaning and kind in MEANING_KINDS:
-            vec = meaning_vector(self.lm.model, self.lm.tokenizer, text)
+            # through the query cache: a chat turn routed a moment before is not read again
+            vec = self.query_vectors.get(self.lm.model, self.lm.tokenizer, text)
             if vec is not None:
                 meta["meaning"] = encode_key(vec)
         if span is not None:

@@ -21,7 +21,8 @@ Stored in the graft's meta as `meaning`: base64 of fp16 little-endian numbers, a
 Scores are cosines after subtracting the mean vector of the tenant's indexed turns (the raw states
 of one model all point one way: raw cosines sit near 1); below `MIN_CENTRED` rows, raw cosines.
 
-Lifecycle: GraftMemory computes a turn's vector when it stores it (`meaning_vector`), builds one
+Lifecycle: GraftMemory computes a turn's vector when it stores it (through `QueryVectors`, so a
+chat turn routed as a query a moment before is not read again), builds one
 `MeaningIndex` that watches its DenseIndex (so it is told each routable row as the store's LSN
 moves), and asks it `scores` for a query's vector (`QueryVectors` keeps the last few).
 """
@@ -137,18 +138,21 @@ class MeaningIndex:
 
 
 class QueryVectors:
-    """The vectors of the last `size` query texts, so a question routed twice in one request
-    (route, then the later-turn links) is read through the model once."""
+    """The vectors of the last `size` texts read, by their words (`said`): a question routed twice
+    in one request (route, then the later-turn links) is read through the model once, and so is
+    a chat turn, routed as a query and then stored as a turn ("What is my bank?" and "User: What
+    is my bank?\n\n" are the same words, the same prompt, the same vector)."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._vecs: OrderedDict[str, torch.Tensor | None] = OrderedDict()
 
     def get(self, model: torch.nn.Module, tokenizer, text: str) -> torch.Tensor | None:
-        if text in self._vecs:
-            self._vecs.move_to_end(text)
-            return self._vecs[text]
-        vec = self._vecs[text] = meaning_vector(model, tokenizer, text)
+        key = said(text)
+        if key in self._vecs:
+            self._vecs.move_to_end(key)
+            return self._vecs[key]
+        vec = self._vecs[key] = meaning_vector(model, tokenizer, text)
         while len(self._vecs) > self.size:
             self._vecs.popitem(last=False)
         return vec

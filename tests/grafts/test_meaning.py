@@ -27,6 +27,7 @@ import torch
 from grm.route import meaning
 from grm.route.dense import encode_key
 from grm.route.meaning import MIN_CENTRED, MeaningIndex, decode_vector, said
+from grm.store.kinds import GRAFT
 
 AXES = {"bank": 0, "weather": 1, "pet": 2, "car": 3}
 SAID = {  # what each text means, as a direction: the stub model's "reading"
@@ -53,8 +54,7 @@ def stub(model, tokenizer, text):
 
 @pytest.fixture()
 def rt(make_runtime, monkeypatch):
-    monkeypatch.setattr(meaning, "meaning_vector", stub)  # the query's vector (QueryVectors)
-    monkeypatch.setattr("grm.grafts.memory.meaning_vector", stub)  # a stored turn's
+    monkeypatch.setattr(meaning, "meaning_vector", stub)  # a query's vector and a stored turn's (QueryVectors)
     return make_runtime(meaning="on", later=0)
 
 
@@ -185,3 +185,21 @@ def test_centring_and_labels():
     idx.drop("k0")
     assert "k0" not in {r.key for r, _ in idx.scores(rows[0])}
     assert said("User: My bank is Chase.\nAssistant: Noted.\n\n") == "My bank is Chase. Noted."
+
+
+def test_a_chat_turn_is_read_for_its_meaning_once(rt, monkeypatch):
+    """Routed as a query, then stored as a turn: the same words, one read (QueryVectors by `said`)."""
+    read = []
+
+    def counted(m, t, text):
+        read.append(said(text))
+        return stub(m, t, text)
+    monkeypatch.setattr(meaning, "meaning_vector", counted)
+    monkeypatch.setattr("grm.grafts.memory.meaning_vector", counted, raising=False)  # where a turn's was read before
+    chat = rt.chat(clear_context=True)
+    chat.send("My bank is Chase.")
+    chat.send("Ally has my paycheck now.")
+    turns = [w for w in read if w in ("My bank is Chase.", "Ally has my paycheck now.")]  # not the fact said back
+    assert turns == ["My bank is Chase.", "Ally has my paycheck now."]  # each routed, then stored: read once
+    stored = [r for r in rt.store.records("default", GRAFT) if r.meta.get("kind") == "evidence"]
+    assert len(stored) == 2 and all(decode_vector(r.meta.get("meaning")) is not None for r in stored)
