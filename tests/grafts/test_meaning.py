@@ -104,12 +104,19 @@ def test_a_routed_turn_brings_the_later_turn_nearest_it_in_meaning(rt):
     assert rt.grafts.later(routed, exclude=frozenset({update.id})) == routed
 
 
-def test_pair_mounts_only_the_best_routed_turn_and_its_later_turn(rt):
+def _statement_weather_update(rt) -> tuple:
+    """A statement, an unrelated turn, the statement's update in other words, another turn; the
+    first two routed by their words: (statement, weather, update, routed)."""
     stated = turn(rt, "My bank is Chase.", "1")
     weather = turn(rt, "The weather was grey all week.", "2")
     update = turn(rt, "Ally has my paycheck now.", "3")
     turn(rt, "Our cat is called Miso.", "4")
     routed = [r for r in rt.grafts.route("Chase weather", channel="lexical") if r.graft.id in (stated.id, weather.id)]
+    return stated, weather, update, routed
+
+
+def test_pair_mounts_only_the_best_routed_turn_and_its_later_turn(rt):
+    stated, weather, update, routed = _statement_weather_update(rt)
     assert {r.graft.id for r in rt.grafts.later(routed)} == {stated.id, weather.id, update.id}
     rt.grafts.config = dataclasses.replace(rt.grafts.config, pair=True)  # RuntimeConfig.pair
     got = rt.grafts.later(sorted(routed, key=lambda r: r.graft.id != stated.id))  # the statement ranked first
@@ -117,11 +124,7 @@ def test_pair_mounts_only_the_best_routed_turn_and_its_later_turn(rt):
 
 
 def test_replace_mounts_the_later_turn_in_the_routed_turns_place(rt):
-    stated = turn(rt, "My bank is Chase.", "1")
-    weather = turn(rt, "The weather was grey all week.", "2")
-    update = turn(rt, "Ally has my paycheck now.", "3")
-    turn(rt, "Our cat is called Miso.", "4")
-    routed = [r for r in rt.grafts.route("Chase weather", channel="lexical") if r.graft.id in (stated.id, weather.id)]
+    stated, weather, update, routed = _statement_weather_update(rt)
     rt.grafts.config = dataclasses.replace(rt.grafts.config, replace=True)  # RuntimeConfig.replace
     got = rt.grafts.later(sorted(routed, key=lambda r: r.graft.id != stated.id))
     assert [r.graft.id for r in got] == [update.id, weather.id]  # the statement left out, the others kept
