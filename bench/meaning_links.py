@@ -96,7 +96,8 @@ def main(args: argparse.Namespace) -> int:
     splits = args.splits.split(",")
     t0 = time.perf_counter()
     res: dict = {"updates": {}, "needles": {}}
-    with tempfile.TemporaryDirectory() as d, Runtime.open(store=Path(d) / "s", model=args.model, threads=args.threads) as rt:
+    with tempfile.TemporaryDirectory() as d, \
+            Runtime.open(store=Path(d) / "s", model=args.model, threads=args.threads) as rt:
         for name in splits:
             items = json.loads((SEALED / f"updates-{name}.json").read_text())["items"]
             res["updates"][name] = update_links(rt.lm, items)
@@ -114,8 +115,8 @@ def main(args: argparse.Namespace) -> int:
              "| floor | true links kept | wrong links from updated statements kept | needles linked |",
              "|---|---|---|---|"]
     for floor in FLOORS:
-        table.append(f"| {floor:g} | {sum(c >= floor for c in true)}/{len(true)} | "
-                     f"{sum(c >= floor for c in wrong)}/{len(wrong)} | {sum(c >= floor for c in needles)}/{len(needles)} |")
+        kept = [f"{sum(c >= floor for c in xs)}/{len(xs)}" for xs in (true, wrong, needles)]
+        table.append(f"| {floor:g} | " + " | ".join(kept) + " |")
     table += ["", "| needle | its nearest later turn | cosine |", "|---|---|---|"]
     for rows in res["needles"].values():
         table += [f"| {r['needle']} | {r['nearest']} | {r['nearest_cos']:.2f} |" for r in rows]
