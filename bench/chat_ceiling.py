@@ -181,7 +181,8 @@ def read_in_context(rt, texts_or_ids: list, probe: str, max_new: int) -> str:
 
 
 def run_split(model: str | None, threads: int, store: Path, split: str, harvest: str | None, max_new: int,
-              turns: int = 51, rules: str | None = None, replace: str | None = None) -> dict:
+              turns: int = 51, rules: str | None = None, replace: str | None = None,
+              reread: str | None = None) -> dict:
     from grm.runtime import Runtime
 
     lines = script(split, turns)
@@ -189,7 +190,8 @@ def run_split(model: str | None, threads: int, store: Path, split: str, harvest:
     n = len(needles)
     t0 = time.perf_counter()
     with Runtime.open(store=store, model=model, threads=threads, max_new_tokens=max_new,
-                      **({"rules": rules} if rules else {}), **({"replace": replace == "on"} if replace else {})) as rt:
+                      **({"rules": rules} if rules else {}), **({"replace": replace == "on"} if replace else {}),
+                      **({"reread": reread} if reread else {})) as rt:
         chat = rt.chat(clear_context=True)
         if harvest is not None:
             chat.harvest = harvest  # before the first turn: every turn of the run is harvested this way
@@ -306,7 +308,7 @@ def main_long(args: argparse.Namespace, threads: int) -> int:
     with tempfile.TemporaryDirectory() as d:
         for split in splits:
             runs.append(run_split(args.model, threads, Path(d) / split, split, None, 32, args.turns, args.rules,
-                                  args.replace))
+                                  args.replace, args.reread))
             r = runs[-1]
             print(f"{split}: memory {r['memory']}/16 ceiling {r['ceiling']}/16 all-needles {r['all_needles']}/16 "
                   f"window {r['window']}/16 ({r['seconds']:.0f} s)", file=sys.stderr, flush=True)
@@ -318,6 +320,8 @@ def main_long(args: argparse.Namespace, threads: int) -> int:
         name, cmd = f"{name}-rules-{args.rules}", f"{cmd} --rules {args.rules}"
     if args.replace:
         name, cmd = f"{name}-replace-{args.replace}", f"{cmd} --replace {args.replace}"
+    if args.reread:
+        name, cmd = f"{name}-reread-{args.reread}", f"{cmd} --reread {args.reread}"
     table = _long_table(runs, model)
     write_results(name, {"model": model, "runs": runs, "seconds": time.perf_counter() - t0}, table, cmd)
     print("\n".join(table))
@@ -339,7 +343,8 @@ def main(args: argparse.Namespace) -> int:
         for split in splits:
             for harvest in harvests:
                 runs.append(run_split(args.model, threads, Path(d) / f"{split}-{harvest}", split, harvest, 32,
-                                      rules=getattr(args, "rules", None), replace=getattr(args, "replace", None)))
+                                      rules=getattr(args, "rules", None), replace=getattr(args, "replace", None),
+                                      reread=getattr(args, "reread", None)))
                 r = runs[-1]
                 print(f"{split} {harvest}: memory {r['memory']}/16 ceiling {r['ceiling']}/16 reread {r['reread']}/16 "
                       f"mounted {r['needle_mounted']}/16 ({r['seconds']:.0f} s)", file=sys.stderr, flush=True)
@@ -357,6 +362,8 @@ def main(args: argparse.Namespace) -> int:
         name, cmd = f"{name}-rules-{args.rules}", f"{cmd} --rules {args.rules}"
     if getattr(args, "replace", None):
         name, cmd = f"{name}-replace-{args.replace}", f"{cmd} --replace {args.replace}"
+    if getattr(args, "reread", None):
+        name, cmd = f"{name}-reread-{args.reread}", f"{cmd} --reread {args.reread}"
     write_results(name, res, _table(runs, model), cmd,
                   quick=args.quick)
     print("\n".join(_table(runs, model)))
@@ -373,6 +380,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", choices=("on", "off"), default=None,
                    help="a routed turn with a later turn linked in meaning is left out, that turn mounted instead "
                         "(RuntimeConfig.replace; default: the runtime's)")
+    p.add_argument("--reread", choices=("auto", "never", "always"), default=None,
+                   help="read routed grafts as text instead of mounting them (RuntimeConfig.reread; default: the "
+                        "runtime's)")
 
 
 if __name__ == "__main__":
