@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import SEALED, run_cli, write_results  # noqa: E402
 
 FLOORS = (0.2, 0.3, 0.4, 0.5, 0.6)
+DEFAULT_SPLITS = "fresh22,fresh23,fresh24"  # seen
 
 
 def centred_units(lm, texts: list[str]):
@@ -93,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
     from grm.runtime import Runtime
 
     torch.set_num_threads(args.threads)
-    splits = args.splits.split(",")
+    splits = getattr(args, "splits", DEFAULT_SPLITS).split(",")  # `grm bench meaning_links` passes the common flags only
     t0 = time.perf_counter()
     res: dict = {"updates": {}, "needles": {}}
     with tempfile.TemporaryDirectory() as d, \
@@ -121,12 +122,15 @@ def main(args: argparse.Namespace) -> int:
     for rows in res["needles"].values():
         table += [f"| {r['needle']} | {r['nearest']} | {r['nearest_cos']:.2f} |" for r in rows]
     table.append(f"\n{time.perf_counter() - t0:.0f} s.")
-    write_results(f"meaning-links-{'-'.join(splits)}", {"model": args.model, "splits": splits, **res}, table,
-                  f"python bench/meaning_links.py --model {args.model} --threads {args.threads} --splits {args.splits}")
+    from grm.models import DEFAULT_MODEL
+
+    other = "" if args.model in (None, DEFAULT_MODEL) else f"-{args.model}"  # the default's file is the record
+    write_results(f"meaning-links-{'-'.join(splits)}{other}", {"model": args.model, "splits": splits, **res}, table,
+                  f"python bench/meaning_links.py --model {args.model} --threads {args.threads} --splits {','.join(splits)}")
     print("\n".join(table[:16]))
     return 0
 
 
 if __name__ == "__main__":
-    run_cli(main, lambda p: p.add_argument("--splits", default="fresh22,fresh23,fresh24",
+    run_cli(main, lambda p: p.add_argument("--splits", default=DEFAULT_SPLITS,
                                            help="seen update splits, comma-separated (default %(default)s)"))
