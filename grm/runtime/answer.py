@@ -246,10 +246,10 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int,
     prompt is stored. The history is read before the grafts are mounted after it, a `Pause` before
     each forward call (`reading`): a server's batch steps between them."""
     with torch.no_grad():
-        history = _recall_history(ctx, prompt, recall, max_new, store_prompt)
-    if isinstance(history, Ready):
-        return history
-    history, routed, split = history
+        routed, split = _recall_routed(ctx, prompt, recall)
+        if not routed:
+            return plan_exact(ctx, prompt, max_new, store_prompt)
+        history = plan_exact(ctx, prompt[:split], max_new, store_prompt, logits=False)
     cache, seat = history.arena.cache, history.arena.seat
     yield from reading(ctx.lm.model, cache, history.read, seat)
     seat += sum(map(len, history.read))
@@ -267,10 +267,9 @@ def plan_recall(ctx: Context, prompt: str, recall: str, max_new: int,
                  prefix=history.prefix)
 
 
-def _recall_history(ctx: Context, prompt: str, recall: str, max_new: int,
-                    store_prompt: bool) -> Ready | tuple[Ready, list[Routed], int]:
-    """`plan_recall`'s route and its history's plan (nothing read yet), with the routed grafts and
-    where the history ends; or the whole prompt's `plan_exact` where nothing is mounted."""
+def _recall_routed(ctx: Context, prompt: str, recall: str) -> tuple[list[Routed], int]:
+    """`plan_recall`'s grafts to mount (none where memory holds nothing new on `recall`) and where
+    the history ends in `prompt`."""
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0  # 0: no history (a chat template's first
     # user message starts right after the sinks, which hold the template's head)
@@ -281,9 +280,7 @@ def _recall_history(ctx: Context, prompt: str, recall: str, max_new: int,
               and not (r.graft.kind == "evidence" and recall.strip() in r.graft.text)]
     if routed and got is not None and ctx.grafts.grounding(query, routed).abstain:
         routed = []
-    if not routed:
-        return plan_exact(ctx, prompt, max_new, store_prompt)
-    return plan_exact(ctx, prompt[:split], max_new, store_prompt, logits=False), routed, split
+    return routed, split
 
 
 _LINE_START = re.compile(r"(?<=\n)(?=\S)")  # a line's first character after a newline
