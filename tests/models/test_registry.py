@@ -71,14 +71,15 @@ def _dist_files(n: int) -> tuple[list[str], bytes]:
 
 
 def test_parts_are_joined_in_order_and_the_digest_is_checked(tmp_path):
-    """1. parts found through importlib.metadata are streamed into one file, in order;
-    2. a digest that differs leaves no file and says so; 3. a missing part is named."""
+    """1. parts found through importlib.metadata are streamed into one file, in order, into a
+    model cache that does not exist yet (a fresh machine); 2. a digest that differs leaves no file
+    and says so; 3. a missing part is named."""
     import hashlib
 
     from grm.models.install import assemble_parts
 
     files, whole = _dist_files(3)
-    target = tmp_path / "joined.gguf"
+    target = tmp_path / "cache" / "models" / "joined.gguf"
     spec = _parts_spec(files, hashlib.sha256(whole).hexdigest(), len(whole))
     assert assemble_parts(spec, target, chunk=1000).read_bytes() == whole
     bad = _parts_spec(files[::-1], hashlib.sha256(whole).hexdigest(), len(whole))
