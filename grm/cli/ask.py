@@ -60,16 +60,16 @@ def server_settings(args: argparse.Namespace) -> dict[str, tuple[str, object]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from grm.cli.remote import find
+    from grm.cli.remote import Server, served_or_local
 
     text = read_prompt(args)
-    server = find(args, server_settings(args))
-    if server is not None:
-        answer = server.ask(text, args.mode, args.max_new_tokens)
-        server.announce()
+    got = served_or_local(args, server_settings(args), lambda: open_runtime(
+        args, create=False, block_tokens=args.block_tokens, graft_k=args.grafts, **mount_options(args)))
+    if isinstance(got, Server):
+        answer = got.ask(text, args.mode, args.max_new_tokens)
+        got.announce()
     else:
-        with open_runtime(args, create=False, block_tokens=args.block_tokens, graft_k=args.grafts,
-                          **mount_options(args)) as rt:
+        with got as rt:
             answer = rt.ask(text, mode=args.mode, max_new_tokens=args.max_new_tokens).to_json()
     if args.json:
         say(json_text(answer))

@@ -37,21 +37,29 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from grm.cli.remote import find
+    from grm.cli.remote import Server, served_or_local
     from grm.runtime.files import collect
 
     docs = collect(args.paths, **({} if args.max_file_size is None else {"max_bytes": args.max_file_size}))
-    server = find(args, {"block_tokens": ("--block-tokens", args.block_tokens),
-                         "section_tokens": ("--section-tokens", args.section_tokens),
-                         "store_budget": ("--store-budget", args.store_budget)})
-    if server is not None:
-        return through(server, docs, args)
+    on_disk: int | None = None  # the store folder's bytes, measured closed, before and after; None: Redis
+
+    def open_local():
+        nonlocal on_disk
+        from grm.runtime.admin import disk_bytes
+
+        on_disk = disk_bytes(store_root(args))
+        return open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens)
+
+    got = served_or_local(args, {"block_tokens": ("--block-tokens", args.block_tokens),
+                                 "section_tokens": ("--section-tokens", args.section_tokens),
+                                 "store_budget": ("--store-budget", args.store_budget)}, open_local)
+    if isinstance(got, Server):
+        return through(got, docs, args)
     from grm.runtime.admin import disk_bytes, payload_bytes
     from grm.runtime.tiering import Tiering
 
     location = store_root(args)
-    on_disk = disk_bytes(location)  # measured with the store closed, before and after; None: Redis
-    with open_runtime(args, block_tokens=args.block_tokens, section_tokens=args.section_tokens) as rt:
+    with got as rt:
         before = payload_bytes(rt.store, args.tenant) if on_disk is None else 0
         results = rt.ingest(docs, progress=show_progress(args), layout=args.layout)
         if on_disk is None:  # Redis: the payload bytes its rows name

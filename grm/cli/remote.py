@@ -3,7 +3,8 @@ loading the model again (and failing on the store's lock).
 
 `find(args, settings)` reads the store's endpoint file (grm/serve/endpoint.py) and returns the
 `Server` to send the request to, or None when no server holds the store: no file, or a stale one
-(its pid dead, its port refusing), which is removed. A flag the server cannot honour ends in one
+(its pid dead, its port refusing), which is removed. A server still loading its model (its file
+says `loading`) is waited for, with one line saying so, up to LOAD_WAIT_S. A flag the server cannot honour ends in one
 line naming the server, never in an answer computed differently: another model, dtype or device,
 another master key, or a setting it runs with (`settings`: the command's own, by RuntimeConfig
 field). Requests use the server's own API over urllib (POST /v1/ask; POST /v1/documents, then
@@ -29,6 +30,7 @@ from grm.serve import endpoint
 
 PROBE_TIMEOUT_S = 10.0  # /readyz and job polls; an answer may take as long as the server allows
 POLL_S = (0.05, 0.5)  # job polling interval: first, most
+LOAD_WAIT_S = 600.0  # the longest a command waits for a server loading its model (a first load prepares it)
 
 
 class Server:
@@ -137,10 +139,15 @@ def find(args: argparse.Namespace, settings: dict[str, tuple[str, object]]) -> S
     info = _endpoint(root)
     if info is None:
         return None
-    server = Server(info, check_tenant(args.tenant), None)
+    tenant = check_tenant(args.tenant)
     if not endpoint.pid_alive(info["pid"]):
         endpoint.remove_if_same(endpoint.path_for(root), info["token"])
         return None
+    if info.get("loading"):
+        info = _loaded(root, Server(info, tenant, None))
+        if info is None:
+            return None
+    server = Server(info, tenant, None)
     ready = server.ready()
     if ready is None:  # nothing listens there (stale: removed), or another server does (left alone)
         if not _listening_elsewhere(server):
@@ -151,6 +158,42 @@ def find(args: argparse.Namespace, settings: dict[str, tuple[str, object]]) -> S
     check(server, args, settings)
     server._credential = endpoint.credential(info["token"], master_key(args) if info.get("sealed") else None)
     return server
+
+
+def served_or_local(args: argparse.Namespace, settings: dict[str, tuple[str, object]],
+                    open_local: Callable[[], Any]) -> "Server | Any":
+    """The running server to send this command to (`find`), else what `open_local()` opens (a
+    Runtime). A `grm serve` that took the store after the first look (it publishes its file once its
+    port listens, while this command was importing) is found again, not reported as a lock."""
+    server = find(args, settings)
+    if server is not None:
+        return server
+    try:
+        return open_local()
+    except StoreLocked:
+        server = find(args, settings)
+        if server is None:
+            raise
+        return server
+
+
+def _loaded(root: Path, loading: Server, wait_s: float = LOAD_WAIT_S) -> dict | None:
+    """The endpoint file once the server that published it as loading has its model loaded; None
+    when that server is gone (its file removed, its pid dead or nothing listening: then the
+    command runs here). Says once that it waits; GrmError after `wait_s`."""
+    if not _listening_elsewhere(loading):
+        endpoint.remove_if_same(endpoint.path_for(root), loading.info["token"])
+        return None
+    say(f"grm: waiting for {loading.name} to load its model (Ctrl-C stops waiting)", file=sys.stderr)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(POLL_S[1])
+        info = _endpoint(root)
+        if info is None or not endpoint.pid_alive(info["pid"]):
+            return None
+        if not info.get("loading"):
+            return info
+    raise GrmError(f"{loading.name} is still loading its model after {wait_s:.0f} s; retry when it says ready")
 
 
 def _listening_elsewhere(server: Server) -> bool:
@@ -212,8 +255,8 @@ def locked(root: Path | str, pid: str) -> StoreLocked:
     """The store's lock error, naming the `grm serve` that holds it when its endpoint file says so."""
     info = _endpoint(root)
     if info is not None and str(info["pid"]) == pid:
-        return StoreLocked(f"store {root} is in use by grm serve (pid {pid}) at {endpoint.address(info)}, serving "
-                           f"{info.get('model_name')}: `grm ask` and `grm ingest` go through it; other commands need "
-                           "it stopped", str(root), pid)
+        serving = "loading its model" if info.get("loading") else f"serving {info.get('model_name')}"
+        return StoreLocked(f"store {root} is in use by grm serve (pid {pid}) at {endpoint.address(info)}, {serving}: "
+                           "`grm ask` and `grm ingest` go through it; other commands need it stopped", str(root), pid)
     return StoreLocked(f"store {root} is in use by another process (pid {pid}); if it is `grm serve`, `grm ask` and "
                        "`grm ingest` go through it once it is ready", str(root), pid)

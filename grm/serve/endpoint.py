@@ -1,8 +1,9 @@
 """The endpoint file: how `grm ask` and `grm ingest` find a `grm serve` holding their store.
 
-A server on a local store keeps `<store>/SERVE.json` while it answers: written once the model is
-loaded, the store open and the port listening; removed when it stops (on SIGTERM before the store
-closes). One JSON object, version 1:
+A server on a local store keeps `<store>/SERVE.json` while it answers: written as loading once the
+port listens (`"loading": true` with pid, host, port, tenant, sealed and token only: a command
+waits for it), rewritten whole once the model is loaded and the store open; removed when it stops
+(on SIGTERM before the store closes). One JSON object, version 1:
 
     {"format": "grm-serve", "version": 1,
      "pid": int, "host": str, "port": int,       where to connect (a wildcard host reads as loopback)

@@ -73,13 +73,23 @@ def endpoint_info(runtime_config: Any, config: ServeConfig, engine: Engine, port
             "tenant": config.tenant, "sealed": rc.master_key is not None, "token": token, "settings": settings}
 
 
-def publish(app: Any, runtime_config: Any, config: ServeConfig, engine: Engine, port: int, token: str) -> None:
-    """Write the endpoint file into a local store (a failure is logged: the server still answers)."""
+def loading_info(runtime_config: Any, config: ServeConfig, port: int, token: str) -> dict:
+    """What the endpoint file says while the model loads: where to wait, not yet what it serves."""
+    return {"pid": os.getpid(), "host": config.host, "port": port, "tenant": config.tenant,
+            "sealed": runtime_config.master_key is not None, "token": token, "loading": True}
+
+
+def publish(app: Any, runtime_config: Any, config: ServeConfig, engine: Engine | None, port: int,
+            token: str) -> None:
+    """Write the endpoint file into a local store: the loading one (`engine` None), then the
+    whole one (a failure is logged: the server still answers)."""
     root = local_root(runtime_config)
-    if root is None:
+    if root is None or engine is None and not Path(root).is_dir():  # a new store is made by the load
         return
+    info = (loading_info(runtime_config, config, port, token) if engine is None
+            else endpoint_info(runtime_config, config, engine, port, token))
     try:
-        app.state.endpoint = endpoint.publish(root, endpoint_info(runtime_config, config, engine, port, token))
+        app.state.endpoint = endpoint.publish(root, info)
     except OSError as e:
         log.warning("cannot write the endpoint file in the store (%s); grm ask/ingest will not find this server",
                     e.strerror or e)
@@ -87,10 +97,11 @@ def publish(app: Any, runtime_config: Any, config: ServeConfig, engine: Engine, 
 
 def serve(runtime_config: Any, config: ServeConfig) -> int:
     """Listen at once (GET /healthz answers, /readyz says 503) while the model loads in a thread;
-    once it is loaded and the port listens, publish the endpoint file (grm/serve/endpoint.py);
-    answer until SIGTERM or SIGINT; then withdraw the file, finish in-flight requests and close the
-    store. A load failure stops the server and is raised here (the CLI prints it as one line,
-    exit 2)."""
+    once the port listens, publish the endpoint file as loading (grm/serve/endpoint.py: a `grm ask`
+    meanwhile waits for this server instead of failing on the store's lock), and once the model is
+    loaded, publish it whole; answer until SIGTERM or SIGINT; then withdraw the file, finish
+    in-flight requests and close the store. A load failure stops the server and is raised here (the
+    CLI prints it as one line, exit 2)."""
     keyring = KeyRing.load(config.keys) if config.keys is not None else None
     metrics = Metrics()
     token = endpoint.new_token()
@@ -100,6 +111,12 @@ def serve(runtime_config: Any, config: ServeConfig) -> int:
     failed: list[BaseException] = []
 
     def load() -> None:
+        while not server.started and not server.should_exit:  # the port listens before the file says so
+            time.sleep(0.02)
+        if server.should_exit:
+            return
+        port = _bound_port(server, config.port)
+        publish(app, runtime_config, config, None, port, token)
         try:
             engine = Engine.open(runtime_config, config, metrics).start()
         except BaseException as e:  # raised in the main thread once the server stopped
@@ -107,11 +124,8 @@ def serve(runtime_config: Any, config: ServeConfig) -> int:
             server.should_exit = True
             return
         app.state.engine = engine
-        while not server.started and not server.should_exit:  # the port listens before the file says so
-            time.sleep(0.02)
         if server.should_exit:
             return
-        port = _bound_port(server, config.port)
         publish(app, runtime_config, config, engine, port, token)
         print(f"grm serve: {engine.model_name} ready on http://{config.host}:{port}/v1 "
               f"({'no auth, tenant ' + config.tenant if config.no_auth else 'API keys from ' + str(config.keys)}); "

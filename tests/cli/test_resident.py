@@ -10,6 +10,9 @@ grm/serve/endpoint.py).
    the server; nothing is answered differently.
 4. A real `grm serve` process writes its endpoint file 0600 once ready, a `grm ask` process is
    served by it, another command's lock error names it, and SIGTERM removes the file.
+5. While the server loads its model (its file says `loading`), `grm ask` says it waits and is
+   served once the file is whole, instead of failing on the store's lock; a loading file nothing
+   listens behind is stale: removed, the command runs here.
 """
 
 from __future__ import annotations
@@ -107,11 +110,36 @@ def test_a_flag_the_server_cannot_honour_fails_naming_it(grm, server):
     assert code == 2 and where in line and "--system model" in line and "--system memory" in line
 
 
-def _stale(store: Path, pid: int, port: int) -> Path:
+def test_a_command_waits_for_a_server_still_loading_its_model(grm, server, tmp_path):
+    import threading
+
+    bg, store = server
+    whole = endpoint.read(store)
+    loading = {k: whole[k] for k in ("pid", "host", "port", "tenant", "sealed", "token")}
+    endpoint.publish(store, {**loading, "loading": True})
+    done = threading.Timer(1.5, lambda: endpoint.publish(store, {k: v for k, v in whole.items()
+                                                                 if k not in ("format", "version")}))
+    done.start()
+    try:
+        code, out, err = grm("ask", QUESTION, "--store", store, "--model", TINY, "--max-new-tokens", 4)
+    finally:
+        done.join()
+    assert code == 0 and out.strip() and served_by(err, bg.port), err
+    assert f"waiting for the running grm serve at 127.0.0.1:{bg.port} (pid {os.getpid()}) to load its model" in err
+    from grm.serve.server import free_port
+
+    other = tmp_path / "other"
+    path = _stale(other, os.getpid(), free_port(), loading=True)  # nothing listens behind it
+    code, _, err = grm("ask", QUESTION, "--store", other, "--model", TINY, "--max-new-tokens", 4)
+    assert "waiting" not in err and "served by" not in err and not path.exists()
+
+
+def _stale(store: Path, pid: int, port: int, loading: bool = False) -> Path:
     store.mkdir(parents=True, exist_ok=True)
-    endpoint.publish(store, {"pid": pid, "host": "127.0.0.1", "port": port, "model": TINY, "model_name": TINY,
-                             "default_model": False, "dtype": "float32", "device": "cpu", "tenant": "default",
-                             "sealed": False, "token": endpoint.new_token(), "settings": {}})
+    whole = {"model": TINY, "model_name": TINY, "default_model": False, "dtype": "float32", "device": "cpu",
+             "settings": {}}
+    endpoint.publish(store, {"pid": pid, "host": "127.0.0.1", "port": port, "tenant": "default", "sealed": False,
+                             "token": endpoint.new_token(), **({"loading": True} if loading else whole)})
     return endpoint.path_for(store)
 
 
@@ -153,7 +181,7 @@ def test_grm_serve_publishes_a_private_endpoint_and_removes_it_on_sigterm(tmp_pa
     path = endpoint.path_for(store)
     try:
         deadline = time.monotonic() + 120
-        while not path.exists():
+        while not path.exists() or json.loads(path.read_text()).get("loading"):  # published loading, then whole
             assert proc.poll() is None, proc.stderr.read()
             assert time.monotonic() < deadline, "no endpoint file"
             time.sleep(0.1)
