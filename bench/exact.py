@@ -7,6 +7,12 @@ For documents of ~512, 2048, 6000 and 16000 tokens (`--sizes`) of real news text
   parse) next to the raw time to read the same payload files and SHA-256 them.
 Targets (issue 2): warm >= 10x faster at 2048, >= 25x at 6000; >= 99% of the document from memory;
 load-and-verify within 1.5x of raw read-and-hash.
+
+A slow model at 16k tokens reads each prompt for minutes: `--warm-runs N` (default 3) sets how
+many warm asks alternate with side-by-side cold reads, `--layout chain` stores the chain blocks at
+ingest (so the first warm ask loads instead of reading and storing them, as it does under the
+default `seen`), and `--no-first-cold` skips the first process's cold ask (listed as "-"):
+`--layout chain --warm-runs 1 --no-first-cold` reads each document twice (ingest, one cold).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ def build_doc(tok, target: int, offset: int) -> str:
     return (cut[: end + 1] if end > 0 else cut) + "\n"
 
 
-def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None:
+def warm(store: str, prompts_file: str, threads: int, model: str | None, runs: int = WARM_RUNS) -> None:
     """The new process: per prompt, alternate a warm ask (blocks from the store) with a cold read
     of the same prompt (model loaded, no memory: sinks + every token prefilled), WARM_RUNS times
     each, so both see the same machine load; then time load+verify vs raw read+hash."""
@@ -62,7 +68,7 @@ def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None
         tok = rt.lm.tokenizer
         for prompt in prompts:
             ttfts, colds, answers = [], [], []
-            for _ in range(WARM_RUNS):
+            for _ in range(runs):
                 a = rt.ask(prompt, mode="exact", max_new_tokens=1)
                 ttfts.append(a.ttft_s)
                 answers.append(a)
@@ -71,7 +77,7 @@ def warm(store: str, prompts_file: str, threads: int, model: str | None) -> None
                 int(torch.argmax(prefill(rt.lm.model, new_cache(), ids, 0)))
                 colds.append(time.perf_counter() - t)
             loads, raws = [], []
-            for _ in range(WARM_RUNS):
+            for _ in range(max(runs, 3)):  # cheap: no forward pass
                 t = time.perf_counter()
                 prefix = rt.exact.load_prefix(prompt)
                 loads.append(time.perf_counter() - t)
@@ -103,6 +109,9 @@ def main(args: argparse.Namespace) -> int:
 
     model = args.model or DEFAULT_MODEL
     sizes = (512, 1024) if getattr(args, "quick", False) else tuple(args.sizes)
+    layout = getattr(args, "layout", "seen")
+    runs = getattr(args, "warm_runs", WARM_RUNS)
+    first_cold = getattr(args, "first_cold", True)
     work = Path(tempfile.mkdtemp(prefix="grm-bench-exact-"))
     store = work / "store"
     rows, prompts, colds = [], [], []
@@ -112,26 +121,27 @@ def main(args: argparse.Namespace) -> int:
         for i, size in enumerate(sizes):
             doc = build_doc(tok, size, offset=40 * i)
             prompt = doc + QUESTION
-            cold = rt.ask(prompt, mode="exact", max_new_tokens=1)  # nothing of this doc is stored yet
+            # nothing of this doc is stored yet
+            cold = rt.ask(prompt, mode="exact", max_new_tokens=1) if first_cold else None
             (work / f"doc{size}.txt").write_text(doc, encoding="utf-8")
             t = time.perf_counter()
-            rt.ingest([work / f"doc{size}.txt"], progress=False)
+            rt.ingest([work / f"doc{size}.txt"], progress=False, layout=layout)
             ingest_s = time.perf_counter() - t
             prompts.append(prompt)
             colds.append((size, len(tok.encode(doc)), cold, ingest_s))
     (work / "prompts.json").write_text(json.dumps(prompts))
-    cmd = [sys.executable, __file__, "--warm", str(store), str(work / "prompts.json"), str(threads)]
-    if args.model:
-        cmd.append(args.model)
+    cmd = [sys.executable, __file__, "--warm", str(store), str(work / "prompts.json"), str(threads),
+           args.model or "", str(runs)]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
     warms = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for (size, doc_tokens, cold, ingest_s), w in zip(colds, warms):
         rows.append({
-            "doc_tokens": doc_tokens, "prompt_tokens": w["prompt_tokens"], "cold_ttft_s": cold.ttft_s,
+            "doc_tokens": doc_tokens, "prompt_tokens": w["prompt_tokens"],
+            "cold_ttft_s": cold.ttft_s if cold is not None else None,
             "warm_ttft_first_s": w["ttft_first_s"], "warm_ttft_median_s": w["ttft_median_s"],
             "cold_side_by_side_s": w["cold_side_by_side_median_s"],
             "speedup_side_by_side": w["cold_side_by_side_median_s"] / w["ttft_median_s"],
-            "speedup_first_cold_vs_warm": cold.ttft_s / w["ttft_median_s"],
+            "speedup_first_cold_vs_warm": cold.ttft_s / w["ttft_median_s"] if cold is not None else None,
             # the last warm ask's share: under `seen` the first ask after ingest stores the chain it reads
             # past the first block (memory_share_runs has every ask's)
             "memory_share_of_document": (w["tokens_from_memory_runs"][-1] - len(tok.sink_ids)) / doc_tokens,
@@ -152,19 +162,20 @@ def main(args: argparse.Namespace) -> int:
             targets["speedup_2048_ge_10"] = r["speedup_side_by_side"] >= 10
         if abs(r["doc_tokens"] - 6000) < 400:
             targets["speedup_6000_ge_25"] = r["speedup_side_by_side"] >= 25
-    table = ["| doc tokens | cold TTFT (side by side; first, this process) | warm TTFT (median of 3; first) | "
-             "speed-up | from memory (doc; warm asks 1/2/3) | load+verify | raw read+SHA-256 | ratio | "
+    table = [f"| doc tokens | cold TTFT (side by side; first, this process) | warm TTFT (median of {runs}; first) | "
+             "speed-up | from memory (doc; each warm ask) | load+verify | raw read+SHA-256 | ratio | "
              "blocks read per token |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         table.append(
-            f"| {r['doc_tokens']} | {r['cold_side_by_side_s']:.3f} s; {r['cold_ttft_s']:.3f} s | "
+            f"| {r['doc_tokens']} | {r['cold_side_by_side_s']:.3f} s; "
+            f"{'-' if r['cold_ttft_s'] is None else format(r['cold_ttft_s'], '.3f') + ' s'} | "
             f"{r['warm_ttft_median_s']:.3f} s; {r['warm_ttft_first_s']:.3f} s | {r['speedup_side_by_side']:.1f}x | "
             f"{' / '.join(f'{m:.1%}' for m in r['memory_share_runs'])} | "
             f"{r['load_verify_s'] * 1000:.0f} ms | {r['raw_read_hash_s'] * 1000:.0f} ms | {r['load_over_raw']:.2f} | "
             f"{r['chain_bytes_per_token'] / 1e3:.1f} KB |")
-    table += ["", f"Store on disk after ingesting the {len(rows)} documents (default layout) and the warm asks "
-              f"(the first stores each document's chain): {store_bytes / 1e6:.1f} MB, "
+    table += ["", f"Store on disk after ingesting the {len(rows)} documents (layout {layout}) and the warm asks "
+              f"(under `seen` the first stores each document's chain): {store_bytes / 1e6:.1f} MB, "
               f"{store_bytes / doc_tokens_total / 1e3:.1f} KB per document token.",
               "", "Targets: " + ", ".join(f"{k}: {v}" for k, v in targets.items()),
               "", "Warm = a new process asking from the store; cold = in that same process, alternating with the "
@@ -175,6 +186,9 @@ def main(args: argparse.Namespace) -> int:
               "read + SHA-256 of the same files, one thread."]
     name, flag = ("exact", "") if model == DEFAULT_MODEL else (f"exact-{model}", f" --model {model}")
     sized = "" if tuple(args.sizes) == SIZES else " --sizes " + ",".join(map(str, args.sizes))
+    if (layout, runs, first_cold) != ("seen", WARM_RUNS, True):
+        name += f"-{layout}-warm{runs}" + ("" if first_cold else "-no-first-cold")
+        sized += f" --layout {layout} --warm-runs {runs}" + ("" if first_cold else " --no-first-cold")
     write_results(name, {"model": model, "dtype": dtype, "threads": threads, "rows": rows, "targets": targets,
                          "store_bytes": store_bytes, "store_bytes_per_doc_token": store_bytes / doc_tokens_total},
                   [f"{model} ({dtype})", ""] + table, f"grm bench exact --threads {threads}{flag}{sized}",
@@ -185,8 +199,16 @@ def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--warm":
-        warm(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
+        warm(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] or None, int(sys.argv[6]))
     else:
-        run_cli(main, lambda p: p.add_argument(
-            "--sizes", type=lambda t: [int(x) for x in t.split(",")], default=list(SIZES),
-            help="document sizes in tokens, comma-separated (default %(default)s)"))
+        def flags(p) -> None:
+            p.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=list(SIZES),
+                           help="document sizes in tokens, comma-separated (default %(default)s)")
+            p.add_argument("--layout", default="seen", choices=("seen", "both", "chain"),
+                           help="the ingest layout (default seen; chain stores the chain blocks at ingest)")
+            p.add_argument("--warm-runs", type=int, default=WARM_RUNS, metavar="N",
+                           help="warm asks, each beside a cold read, in the new process (default %(default)s)")
+            p.add_argument("--no-first-cold", dest="first_cold", action="store_false",
+                           help="skip the first process's cold ask (the side-by-side cold reads remain)")
+
+        run_cli(main, flags)
