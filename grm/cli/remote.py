@@ -4,12 +4,13 @@ loading the model again (and failing on the store's lock).
 `find(args, settings)` reads the store's endpoint file (grm/serve/endpoint.py) and returns the
 `Server` to send the request to, or None when no server holds the store: no file, or a stale one
 (its pid dead, its port refusing), which is removed. A server still loading its model (its file
-says `loading`) is waited for, with one line saying so, up to LOAD_WAIT_S. A flag the server cannot honour ends in one
-line naming the server, never in an answer computed differently: another model, dtype or device,
-another master key, or a setting it runs with (`settings`: the command's own, by RuntimeConfig
-field). Requests use the server's own API over urllib (POST /v1/ask; POST /v1/documents, then
-GET /v1/jobs/ID), with the store owner's local credential. `locked(...)` is the store's lock
-error naming the server that holds it. Imports nothing heavy: a call sent to a server stays fast.
+says `loading`) is waited for, with one line saying so, up to LOAD_WAIT_S. A flag the server
+cannot honour ends in one line naming the server, never in an answer computed differently: another
+model, dtype or device, another master key, or a setting it runs with (`settings`: the command's
+own, by RuntimeConfig field). Requests use the server's own API over urllib (POST /v1/ask; POST
+/v1/documents, then GET /v1/jobs/ID), with the store owner's local credential. `locked(...)` is
+the store's lock error naming the server that holds it. Imports nothing heavy: a call sent to a
+server stays fast.
 """
 
 from __future__ import annotations
