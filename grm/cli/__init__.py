@@ -101,7 +101,12 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         try:
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            args, extra = parser.parse_known_args(argv)
+            if extra and args.command != "bench":  # only a benchmark takes flags of its own (grm bench NAME ...)
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            if args.command == "bench":
+                args.options = extra
         except SystemExit:  # --help printed, or an argparse usage error (status 2)
             sys.stdout.flush()
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from grm.cli.common import MAX_NEW_TOKENS_HELP, positive_int, seconds
@@ -36,7 +37,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     names = benchmarks()
     listed = f"Benchmarks: {', '.join(names)}." if names is not None else f"Here {NEED_CHECKOUT}."
     p = sub.add_parser("bench", parents=[common], help="run a benchmark into bench/results/",
-                       description=f"Run bench/NAME.py; it writes bench/results/NAME.json and .md. {listed}")
+                       description=f"Run bench/NAME.py; it writes bench/results/NAME.json and .md. {listed} "
+                       "Flags of the benchmark's own (`python bench/NAME.py --help` lists them, e.g. "
+                       "`grm bench fidelity --splits fresh25`) are passed to it, with --model, --threads and "
+                       "--quick where given.")
     p.add_argument("name", metavar="NAME", help=f"the benchmark: {', '.join(names)}" if names else "the benchmark (bench/NAME.py)")
     p.add_argument("--quick", action="store_true", help="a smaller run (for smoke tests)")
     p.set_defaults(handler=run_bench)
@@ -51,8 +55,22 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.name not in names:
         raise UserInputError(f"no benchmark {args.name!r}; known: {', '.join(names) or 'none'}")
     script = BENCH_DIR / f"{args.name}.py"
-    module = runpy.run_path(str(script))
-    return int(module["main"](args) or 0)
+    options = getattr(args, "options", None) or []
+    if not options:
+        module = runpy.run_path(str(script))
+        return int(module["main"](args) or 0)
+    # flags of its own: run it as `python bench/NAME.py [--model M] [--threads N] [--quick] OPTIONS`
+    argv = [str(script), *(["--model", args.model] if args.model else []),
+            *(["--threads", str(args.threads)] if args.threads else []), *(["--quick"] if args.quick else []), *options]
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:  # its argparse error or run_cli's exit: its status is grm's
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        sys.argv = saved
+    return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
