@@ -159,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
     from grm.archive.train import TrainConfig, train_codebooks
     from grm.runtime import Runtime
 
-    if getattr(args, "forms", False):  # `grm bench NAME` passes only the common flags
+    if getattr(args, "forms", False):  # `grm bench NAME` with no flag of its own: only the common ones
         return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
     threads = args.threads or 2

@@ -333,7 +333,7 @@ def main(args: argparse.Namespace) -> int:
 
     threads = args.threads or 2
     torch.set_num_threads(threads)
-    if getattr(args, "turns", 51) != 51:  # `grm bench chat_ceiling` passes only the common flags
+    if getattr(args, "turns", 51) != 51:  # `grm bench chat_ceiling` with no flag of its own: only the common ones
         return main_long(args, threads)
     splits = ("tune",) if args.quick else ((args.split,) if getattr(args, "split", None) else tuple(NEEDLES))
     harvests = ("live",) if args.quick else (getattr(args, "harvests", None) or HARVESTS)

@@ -287,10 +287,10 @@ def long_sections(args: argparse.Namespace, threads: int, facts: list[dict], cor
 def main(args: argparse.Namespace) -> int:
     from grm.runtime import Runtime
 
-    if getattr(args, "forms", False):  # `grm bench NAME` passes only the common flags
+    if getattr(args, "forms", False):  # `grm bench NAME` with no flag of its own: only the common ones
         return main_forms(args, args.threads or 2)
     quick = getattr(args, "quick", False)
-    args.layout = getattr(args, "layout", "sections")  # `grm bench recall` passes only the common flags
+    args.layout = getattr(args, "layout", "sections")  # `grm bench recall` with no flag of its own: only the common ones
     args.skip_slow = getattr(args, "skip_slow", False)
     n_facts = 12 if quick else 100
     none_every = 4 if quick else 5  # `none` reads a full window per question: a fixed subset
