@@ -29,18 +29,24 @@ def test_an_unknown_benchmark_is_one_error_line(grm):
     assert code == 2 and "known: " in one_error_line(err) and "exact" in err
 
 
-def test_a_benchmark_of_the_checkout_runs_with_the_parsed_flags(grm, tmp_path, monkeypatch):
-    """A checkout-shaped bench/ folder (its _common.py and lib/): NAME.py's main(args) runs with the
-    flags grm parsed, and its status is grm's."""
+def checkout(tmp_path: Path, monkeypatch, hello: str) -> Path:
+    """A checkout-shaped bench/ folder (its _common.py and lib/) holding hello.py, grm's from now on."""
     bench = tmp_path / "bench"
     (bench / "lib").mkdir(parents=True)
     (bench / "_common.py").write_text("")
-    (bench / "hello.py").write_text(
-        "from pathlib import Path\n"
-        "def main(args):\n"
-        f"    Path({str(tmp_path / 'ran')!r}).write_text(f'{{args.quick}} {{args.tenant}}')\n"
-        "    return 3\n")
+    (bench / "hello.py").write_text(hello)
     monkeypatch.setattr(bench_cli, "BENCH_DIR", bench)
+    return bench
+
+
+def test_a_benchmark_of_the_checkout_runs_with_the_parsed_flags(grm, tmp_path, monkeypatch):
+    """A checkout-shaped bench/ folder (its _common.py and lib/): NAME.py's main(args) runs with the
+    flags grm parsed, and its status is grm's."""
+    checkout(tmp_path, monkeypatch,
+             "from pathlib import Path\n"
+             "def main(args):\n"
+             f"    Path({str(tmp_path / 'ran')!r}).write_text(f'{{args.quick}} {{args.tenant}}')\n"
+             "    return 3\n")
     code, _, _ = grm("bench", "hello", "--quick", "--tenant", "t1")
     assert code == 3 and (tmp_path / "ran").read_text() == "True t1"
 
@@ -49,20 +55,17 @@ def test_a_benchmarks_own_flags_are_passed_to_it_as_its_command_line(grm, tmp_pa
     """`grm bench NAME --its-flag V` runs NAME.py as `python bench/NAME.py` would, with --model and
     --threads where given (what bench/results/ records as the command then runs as written); a flag
     it does not know is its own usage error; another command still refuses flags it does not know."""
-    bench = tmp_path / "bench"
-    (bench / "lib").mkdir(parents=True)
-    (bench / "_common.py").write_text("")
-    (bench / "hello.py").write_text(
-        "import argparse, sys\nfrom pathlib import Path\n"
-        "def main(args):\n    return 3\n"
-        "if __name__ == '__main__':\n"
-        "    p = argparse.ArgumentParser()\n"
-        "    for flag in ('--model', '--splits'):\n        p.add_argument(flag)\n"
-        "    p.add_argument('--threads', type=int)\n"
-        "    a = p.parse_args()\n"
-        f"    Path({str(tmp_path / 'ran')!r}).write_text(f'{{a.model}} {{a.threads}} {{a.splits}} {{sys.argv[0]}}')\n"
-        "    sys.exit(4)\n")
-    monkeypatch.setattr(bench_cli, "BENCH_DIR", bench)
+    bench = checkout(tmp_path, monkeypatch,
+                     "import argparse, sys\nfrom pathlib import Path\n"
+                     "def main(args):\n    return 3\n"
+                     "if __name__ == '__main__':\n"
+                     "    p = argparse.ArgumentParser()\n"
+                     "    for flag in ('--model', '--splits'):\n        p.add_argument(flag)\n"
+                     "    p.add_argument('--threads', type=int)\n"
+                     "    a = p.parse_args()\n"
+                     f"    Path({str(tmp_path / 'ran')!r}).write_text(f'{{a.model}} {{a.threads}} {{a.splits}} "
+                     "{sys.argv[0]}')\n"
+                     "    sys.exit(4)\n")
     code, _, _ = grm("bench", "hello", "--splits", "fresh25", "--threads", "1", "--model", "m1")
     assert code == 4 and (tmp_path / "ran").read_text() == f"m1 1 fresh25 {bench / 'hello.py'}"
     code, _, err = grm("bench", "hello", "--no-such-flag")
