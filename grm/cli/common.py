@@ -112,8 +112,10 @@ def add_mount_flags(p: argparse.ArgumentParser) -> None:
                    help="with two or more grafts mounted, recompute this share of their tokens, those whose "
                         "K/V deviate most from a joint read (CacheBlend-style; e.g. 0.15; default 0: off)")
     p.add_argument("--reread", default="auto", choices=Choices("grm.runtime.config", "REREAD"), metavar="WHEN",
-                   help="%(choices)s: read a graft's text instead of mounting its K/V where that costs no more "
-                        "(auto, default: costs measured once per model and machine), never, or always")
+                   help="%(choices)s: read a graft's text instead of mounting its K/V: auto (default) reads "
+                        "chat turns and facts as text for a model with a chat template, and any other graft "
+                        "where that costs no more than its mount (costs measured once per model and machine); "
+                        "never; always")
     p.add_argument("--lead", default="auto", choices=Choices("grm.runtime.config", "LEADS"), metavar="HOW",
                    help="%(choices)s: begin a plain question's answer from its words: auto (default) is off for "
                         "a model with a chat template and model otherwise; rules; model (the rules, then the "

@@ -47,6 +47,7 @@ from grm.exact import ExactMemory, Prefix, split_blocks
 from grm.grafts import Arena, GraftMemory, Mount, Residency, Routed, build
 from grm.grafts.blend import BlendConfig
 from grm.grafts.floor import DocumentFrequencies, Grounding, ground, question_terms
+from grm.grafts.memory import MEANING_KINDS
 from grm.grafts.reread import RISK, Costs
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
 from grm.kv.forward import Reads, calls, prefill_call
@@ -55,7 +56,7 @@ from grm.policy.align import related
 from grm.route.lexical import WORD
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.lead import answer_lead
-from grm.runtime.question import fit_lead, label_lead, led, question_text
+from grm.runtime.question import fit_lead, label_lead, led, question_text, reread_turns_for
 from grm.sections import SectionMemory
 
 if TYPE_CHECKING:
@@ -431,22 +432,27 @@ def mount(ctx: Context, base: KV, mounts: list[Mount], mounted: list[dict]) -> A
     as text is named so in `mounted` ("read": "text"); its tokens count as computed."""
     cfg = ctx.config
     arena = build(ctx.lm.model, ctx.dialect, base, mounts, repair=cfg.repair,
-                  blend=BlendConfig(ratio=cfg.blend) if cfg.blend > 0 else None, reread=reread_rule(ctx, mounts))
+                  blend=BlendConfig(ratio=cfg.blend) if cfg.blend > 0 else None,
+                  reread=reread_rule(ctx, mounts, frozenset(m["id"] for m in mounted if m["kind"] in MEANING_KINDS)))
     for m in mounted:
         m["read"] = "text" if m["id"] in arena.reread else "mounted"
     return arena
 
 
-def reread_rule(ctx: Context, mounts: list[Mount]) -> Callable[[Mount, int], bool] | None:
-    """Which grafts to read as text: none, all, or (auto) those whose re-read costs no more than
-    their mount, counting the composition risk of the grafts beside them (grm/grafts/reread.py)."""
+def reread_rule(ctx: Context, mounts: list[Mount],
+                turns: frozenset[str] = frozenset()) -> Callable[[Mount, int], bool] | None:
+    """Which grafts to read as text: none, all, or (auto) the chat turns and facts among them
+    (`turns`, ids) where the model is asked through its chat template (question.reread_turns_for),
+    and those whose re-read costs no more than their mount, counting the composition risk of the
+    grafts beside them (grm/grafts/reread.py)."""
     choice = ctx.config.reread
     if choice == "never" or all(m.kv is None for m in mounts):
         return None
     if choice == "always":
         return lambda m, side_by_side: True
     costs = ctx.costs()
-    return lambda m, side_by_side: costs.reread(len(m.ids), side_by_side, RISK)
+    turns = turns if reread_turns_for(ctx.lm) else frozenset()
+    return lambda m, side_by_side: m.id in turns or costs.reread(len(m.ids), side_by_side, RISK)
 
 
 def abstains(ctx: Context, question: str, texts: list[str]) -> bool:

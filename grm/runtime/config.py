@@ -66,8 +66,10 @@ class RuntimeConfig:
     # composition repair (grm/grafts/blend.py): recompute this share of the tokens of two or more
     # grafts mounted side by side, those whose K/V deviate most from a joint read; 0 = off
     blend: float = 0.0
-    # per graft: "auto" re-reads its text where that costs no more than mounting its K/V (costs
-    # measured once per model and machine, composition risk counted); "never" mounts; "always" reads
+    # per graft: "auto" reads a chat turn's or fact's text for a model asked through its chat
+    # template (grm/runtime/question.reread_turns_for), and any graft's where that costs no more than
+    # mounting its K/V (costs measured once per model and machine, composition risk counted);
+    # "never" mounts; "always" reads
     reread: str = "auto"
     # the answer begun from the question's words: "model" (the rules, then the model for a question
     # they do not cover; bench/results/questions-smollm2-135m.md), "rules", "off" (plain); "auto"

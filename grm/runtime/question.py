@@ -73,6 +73,20 @@ def meaning_for(lm: LoadedModel) -> str:
     return "on" if lm.tokenizer.template is not None else "off"
 
 
+def reread_turns_for(lm: LoadedModel) -> bool:
+    """Whether RuntimeConfig.reread "auto" reads routed chat turns and facts (short spans a user
+    said) as text for `lm`, whatever their mount would cost: yes where the model is asked through
+    its own chat template. On Qwen2.5-Coder-1.5B the turns memory routes are right, but mounted side
+    by side (each computed alone) they are read wrong where the same turns read as text are read
+    right, decided by a rule written before its runs (bench/results/reread-decision-rule.md): the
+    200-turn held-out chat 16/16 read as text vs 10/16 mounted (13/16 with the needle turn in
+    context; 32.0 vs 25.8 s per turn), the 51-turn chats 16/16 and 16/16 vs 12/16 and 13/16, and
+    FRESH-25's blind first run 10/30 latest vs 7/30 (stale 14 vs 12; in context 14/30). A model
+    without a template keeps the cost rule (not measured this way). Document sections stay mounted
+    or re-read by their measured cost."""
+    return lm.tokenizer.template is not None
+
+
 def fit_lead(lead: str | None, read: Iterable[str], question: str = "") -> str | None:
     """`lead` fitted to the texts read before the question:
 

@@ -6,7 +6,8 @@ Expectations:
    answer is the same both ways on the CPU (a section graft was read right after the sinks, as
    its text is read there).
 2. `reread="auto"` decides per graft from the costs measured once for this model and machine,
-   stored in the cache folder: each graft's choice is what those costs say.
+   stored in the cache folder: each graft's choice is what those costs say; through a chat
+   template every routed chat turn is read as text, sections still by their costs.
 3. `blend` recomputes part of two or more grafts mounted side by side: fewer tokens come from
    memory than without it.
 4. The answer returned begins with the lead the question was answered after, streamed too; a
@@ -118,3 +119,28 @@ def test_lead_off_reads_the_question_plain_and_model_asks_the_model_only_where_n
 ])
 def test_a_model_lead_is_kept_only_as_far_as_it_restates_the_question(written, question, lead):
     assert restated(written, question) == lead
+
+
+def test_reread_auto_reads_a_templated_chats_turns_as_text_and_sections_by_their_cost(make_runtime, tmp_path):
+    """Through a chat template, `auto` reads every routed chat turn as text (what a turn costs to
+    mount aside); a model without one decides a turn by the measured costs, and a document section
+    is decided by the costs either way."""
+    for model in ("tiny-random-llama-chat", "tiny-random-llama"):
+        rt = make_runtime(model=model, store=tmp_path / model, abstain_floor=0, cache_dir=tmp_path / "cache")
+        session = rt.chat(clear_context=True)
+        session.send("My locker code at the Quintar gym is 3318.")
+        reply = session.send("What is my locker code at the Quintar gym?")
+        turns = [m for m in reply.mounted if m["kind"] == "evidence"]
+        assert turns, reply.mounted
+        costs = rt.mount_costs()
+        for m in turns:
+            by_cost = costs.reread(m["span"][1] - m["span"][0], len(reply.mounted), RISK)
+            assert m["read"] == ("text" if model.endswith("-chat") or by_cost else "mounted")
+        (tmp_path / model / "docs").mkdir()
+        ingest(rt, tmp_path / model / "docs")
+        a = rt.ask(QUESTION, mode="grafts", max_new_tokens=2)
+        sections = [m for m in a.mounted if m["kind"] not in ("evidence", "fact")]
+        assert sections
+        for m in sections:
+            assert m["read"] == ("text" if costs.reread(m["span"][1] - m["span"][0], len(a.mounted), RISK)
+                                 else "mounted")
