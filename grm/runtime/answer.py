@@ -433,7 +433,8 @@ def mount(ctx: Context, base: KV, mounts: list[Mount], mounted: list[dict]) -> A
     cfg = ctx.config
     arena = build(ctx.lm.model, ctx.dialect, base, mounts, repair=cfg.repair,
                   blend=BlendConfig(ratio=cfg.blend) if cfg.blend > 0 else None,
-                  reread=reread_rule(ctx, mounts, frozenset(m["id"] for m in mounted if m["kind"] in MEANING_KINDS)))
+                  reread=reread_rule(ctx, mounts, frozenset(m["id"] for m in mounted
+                                                            if m["kind"] in MEANING_KINDS)))
     for m in mounted:
         m["read"] = "text" if m["id"] in arena.reread else "mounted"
     return arena
@@ -450,8 +451,10 @@ def reread_rule(ctx: Context, mounts: list[Mount],
         return None
     if choice == "always":
         return lambda m, side_by_side: True
-    costs = ctx.costs()
     turns = turns if reread_turns_for(ctx.lm) else frozenset()
+    if all(m.id in turns for m in mounts):  # no cost to weigh (nor to measure, the first time)
+        return lambda m, side_by_side: True
+    costs = ctx.costs()
     return lambda m, side_by_side: m.id in turns or costs.reread(len(m.ids), side_by_side, RISK)
 
 
