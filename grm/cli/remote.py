@@ -155,7 +155,7 @@ def find(args: argparse.Namespace, settings: dict[str, tuple[str, object]]) -> S
             endpoint.remove_if_same(endpoint.path_for(root), info["token"])
         return None
     if not ready:
-        raise GrmError(f"{server.name} is not ready (loading its model, or shutting down); retry in a moment")
+        raise GrmError(f"{server.name} is not ready (shutting down, or still starting); retry in a moment")
     check(server, args, settings)
     server._credential = endpoint.credential(info["token"], master_key(args) if info.get("sealed") else None)
     return server
