@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from grm.errors import UserInputError
@@ -23,7 +24,7 @@ from grm.kv.forward import read_after_sinks
 from grm.english.words import STOP_WORDS, stem
 from grm.route import Channels, Hit, LexicalConfig, combine, search
 from grm.route.lexical import WORD
-from grm.route.dense import encode_key, key_width, span_keys
+from grm.route.dense import encode_key, key_width, span_keys, words_key
 from grm.route.index import DENSE_CANDIDATES, DenseIndex, DenseScores, candidates
 from grm.route.meaning import MeaningIndex, QueryVectors
 from grm.store import Record
@@ -33,6 +34,7 @@ log = logging.getLogger("grm.grafts")
 QUESTION_TURN_WEIGHT = 0.5
 TURN_LABELS = frozenset({"user", "assistant"})  # how a harvested chat turn names its speakers: not its words
 MEANING_KINDS = ("evidence", "fact")  # grafts given a meaning vector (short turns; sections are routed by words)
+SAID_TOKENS = 2048  # at most this many tokens of turns read ahead of their storing (`GraftMemory.read_said`) kept
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class GraftMemory:
         self._index: DenseIndex | None = None
         self._meaning: MeaningIndex | None = None  # watches the index (RouteConfig.meaning)
         self.query_vectors = QueryVectors()
+        self._said: OrderedDict[tuple[int, ...], KV] = OrderedDict()  # `read_said`'s reads, oldest first
 
     def index(self) -> DenseIndex:
         """The in-memory index of this tenant's routable grafts (grm/route/index.py): dense keys,
@@ -226,18 +229,47 @@ class GraftMemory:
         self.store.put(self.tenant, KIND, gid, parent=parent, text=text, payload=payload, meta=meta)
         return self.get(gid)
 
+    def read_said(self, labelled: str, words: str) -> None:
+        """Read a user's turn as it will be stored (`labelled`: the `words` with their speaker label,
+        "User: <words>\n\n") alone after the sinks, once, before it is routed: the words' part of
+        that read (the label and what follows the words left out, where they are tokens of their
+        own) becomes the routing key QueryKeys gives for `words`, and the read is kept for
+        `read_alone` to store, so the words are read neither alone for their key nor again for their
+        graft. The last few reads are kept (SAID_TOKENS in all); one longer than that is not.
+        Words whose key is kept already (the same message sent again) are not read."""
+        ex, tok, words = self.exact, self.lm.tokenizer, words.strip()
+        at = labelled.rfind(words)
+        if not words or at < 0:
+            raise ValueError("the labelled turn must hold its words")
+        config = self.config.channels.dense
+        if ex.query_keys.known(tok.encode(words), config):
+            return
+        ids, sinks = tok.encode(labelled), ex.sinks()
+        kv = read_after_sinks(self.lm.model, sinks, ids)
+        label, after = tok.encode(labelled[:at].rstrip()), tok.encode(labelled[at + len(words):])
+        start = len(label) if label and ids[:len(label)] == label else 0
+        end = len(ids) - len(after) if after and ids[-len(after):] == after else len(ids)
+        ex.query_keys.put(tok.encode(words), config, words_key(kv, (start, end), ex.dialect, sinks.tokens, config))
+        if len(ids) <= SAID_TOKENS:
+            self._said[tuple(ids)] = kv
+            while sum(k.tokens for k in self._said.values()) > SAID_TOKENS:
+                self._said.popitem(last=False)
+
     def read_alone(self, text: str, kind: str, *, ids: list[int] | None = None, salt: str = "",
                    extra: dict | None = None) -> Graft:
         """`text` (its tokens `ids`, else `text` encoded) read alone right after the sinks and stored
         as a graft; the stored one, not read again, when the same span of the same kind was stored
-        with the same salt. How a fact's statement, a digest, a served exchange and a chat turn
-        harvested `standalone`/`user` become memory."""
+        with the same salt, and the read `read_said` kept of the same tokens, not read again either.
+        How a fact's statement, a digest, a served exchange and a chat turn harvested
+        `standalone`/`user` become memory."""
         ids = self.lm.tokenizer.encode(text) if ids is None else ids
         sinks = self.exact.sinks()
         known = self.find(kind, sinks.tokens, text, ids, salt)
         if known is not None:
             return known
-        kv = read_after_sinks(self.lm.model, sinks, ids)
+        kv = self._said.pop(tuple(ids), None)
+        if kv is None:
+            kv = read_after_sinks(self.lm.model, sinks, ids)
         return self.harvest(kv, sinks.tokens, text, ids, kind, salt=salt, extra=extra, standalone=True)
 
     def find(self, kind: str, seat: int, text: str, ids: list[int], salt: str = "") -> Graft | None:

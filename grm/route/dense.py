@@ -87,12 +87,30 @@ class QueryKeys:
         at = (tuple(ids), config)
         key = self._keys.get(at)
         if key is None:
-            key = self._keys[at] = query_key(model, sinks, ids, dialect, config)
-            while len(self._keys) > self.size:
-                self._keys.popitem(last=False)
-        else:
-            self._keys.move_to_end(at)
+            self.put(ids, config, query_key(model, sinks, ids, dialect, config))
+            return self._keys[at]
+        self._keys.move_to_end(at)
         return key
+
+    def known(self, ids: list[int], config: DenseConfig) -> bool:
+        return (tuple(ids), config) in self._keys
+
+    def put(self, ids: list[int], config: DenseConfig, key: torch.Tensor) -> None:
+        """Keep `key` as the routing key of the query `ids`: a chat turn's words keyed from the read
+        that also stores the turn (`words_key`), so they are not read again to be routed."""
+        self._keys[(tuple(ids), config)] = key
+        self._keys.move_to_end((tuple(ids), config))
+        while len(self._keys) > self.size:
+            self._keys.popitem(last=False)
+
+
+def words_key(kv: KV, words: tuple[int, int], dialect: Dialect, seat: int, config: DenseConfig) -> torch.Tensor:
+    """The routing key of the words at `words` (start, end) of a span `kv` read from `seat`: a
+    query's key taken from the labelled read that stores it ("User: <words>" after the sinks)
+    rather than from a read of the words alone. It differs from `query_key` of the bare words only
+    in what the words follow (the label instead of the sinks alone)."""
+    start, end = words
+    return routing_key(kv.slice(start, end), dialect, seat + start, config)
 
 
 def encode_key(key: torch.Tensor) -> str:

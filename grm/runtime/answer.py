@@ -56,7 +56,7 @@ from grm.policy.align import related
 from grm.route.lexical import WORD
 from grm.runtime.config import RuntimeConfig
 from grm.runtime.lead import answer_lead
-from grm.runtime.question import fit_lead, label_lead, led, question_text, reread_turns_for
+from grm.runtime.question import USER_WORDS, fit_lead, label_lead, led, question_text, reread_turns_for
 from grm.sections import SectionMemory
 
 if TYPE_CHECKING:
@@ -274,6 +274,8 @@ def _recall_routed(ctx: Context, prompt: str, recall: str) -> tuple[list[Routed]
     at = prompt.rfind(recall) if recall.strip() else -1
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0  # 0: no history (a chat template's first
     # user message starts right after the sinks, which hold the template's head)
+    if at >= 0:  # read as `Runtime.remember_exchange` stores it: one read, its key and its graft
+        ctx.grafts.read_said(USER_WORDS.format(text=recall.strip()), recall)
     query, routed, got = route_memory(ctx, recall) if at >= 0 else (recall, [], None)
     # memory already in the prompt is not mounted again, and an earlier exchange that asked this
     # very message adds nothing but its old answer (an echo)

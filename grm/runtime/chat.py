@@ -4,6 +4,9 @@ A line that is a memory command (grm/policy/grammar.py: `remember permanently: .
 memory: X => Y`, `forget: ...`, ...) is executed by the policy plane and answered with its result;
 it is not a chat turn and nothing is generated. Any other line is a turn, in order:
 1. route the user's text over this tenant's grafts (retired ones and the live window excluded);
+   with harvest="user" (the default) the words are first read alone after the sinks as step 4
+   stores them ("User: <text>"): that one read gives both their routing key and their graft
+   (`GraftMemory.read_said`);
 2. build the arena `[sinks | mounted grafts, least relevant first | live window | turn]`: with
    `clear_context` the live window is empty, so anything older than this turn comes back only
    through memory; without it the last `window_turns` turns stay live beside the mounted memory;
@@ -44,7 +47,7 @@ from grm.runtime.answer import Generation, Ready, graft_mount, mount, mount_rout
 from grm.runtime.execute import run
 from grm.runtime.lead import answer_lead
 from grm.runtime.policy_glue import evidence_id
-from grm.runtime.question import fit_lead, with_lead
+from grm.runtime.question import USER_WORDS, fit_lead, with_lead
 
 if TYPE_CHECKING:
     from grm.runtime.answer import Context
@@ -52,7 +55,6 @@ if TYPE_CHECKING:
 
 TURN_PROMPT = "User: {text}\nAssistant:"
 TURN_END = "\n\n"  # ends every harvested turn, so mounted turns read as separate exchanges
-USER_WORDS = "User: {text}\n\n"  # a turn harvested as the user's words only (harvest="user")
 TURN_STOPS = ("\nUser:", "\nAssistant:")  # the model starting the next exchange ends its answer
 MAX_TURN_CHARS = 16_000
 
@@ -166,6 +168,8 @@ class ChatSession:
         tok, model = ctx.lm.tokenizer, ctx.lm.model
         reads0, ins0 = ctx.residency.counters["host_page_ins"], ctx.residency.counters["device_page_ins"]
         live = [] if self.clear_context else list(self.window)
+        if self.harvest == "user":  # the words read once: their routing key and, after the answer, their graft
+            ctx.grafts.read_said(USER_WORDS.format(text=text), text)
         if asks_memory(text):  # grounded (grm/grafts/floor.py); a word memory never held asked in one it did
             also = tuple(ctx.grafts.get(gid).text for gid in live)
             _, routed, got = route_memory(ctx, text, frozenset(live), also)

@@ -14,6 +14,9 @@ from grm.models.template import ChatTemplate
 from grm.runtime.lead import answer_lead, asked_label
 
 QUESTION_TEMPLATE = "\n\nQuestion: {q}\nAnswer:"
+# a user's turn as memory keeps it (a chat turn harvested "user", a served exchange): the words,
+# labelled, read alone after the sinks; read so before it is routed (`GraftMemory.read_said`)
+USER_WORDS = "User: {text}\n\n"
 
 
 def question_text(question: str, lead: bool = True, template: ChatTemplate | None = None) -> str:

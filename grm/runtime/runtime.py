@@ -350,7 +350,7 @@ class Runtime:
         document, stored as a document (sections, routable and listed) whose only facts are what it
         says of the user (PolicyMemory.pasted). The same words said again reuse their graft (the
         facts they state are reinforced by the new evidence), never a second copy of the K/V."""
-        from grm.runtime.chat import USER_WORDS
+        from grm.runtime.question import USER_WORDS
         from grm.runtime.policy_glue import evidence_id, small_talk
 
         glue = self.policy_glue()

@@ -66,6 +66,34 @@ def test_each_harvest_mode_stores_the_turn_and_the_alone_modes_read_it_after_the
             assert torch.equal(loaded.keys, kv.keys) and torch.equal(loaded.values, kv.values)
 
 
+def test_a_turns_words_are_read_after_the_sinks_once_for_its_route_and_its_graft(make_runtime):
+    """harvest="user": the read that stores "User: <words>" also gives the turn's routing key (the
+    words' part of it), so nothing reads the words alone after the sinks a second time, and routing
+    ranks with that key (the one QueryKeys keeps for the words; GraftMemory.read_said)."""
+    import torch
+
+    from grm.route.dense import query_key, routing_key
+    from tests.conftest import forward_reads
+
+    rt = make_runtime(max_new_tokens=2)
+    chat = rt.chat(clear_context=True)
+    chat.send("The vault code of Quintar is 7781.")
+    seat, tok = rt.exact.sinks().tokens, rt.lm.tokenizer
+    text = "What is the vault code of Quintar?"
+    with forward_reads(rt) as calls:
+        r = chat.send(text)
+    alone = [ids for at, ids in calls if at == seat]
+    assert alone == [tok.encode(f"User: {text}\n\n")]  # one read after the sinks: the stored graft's
+    config = rt.grafts.config.channels.dense
+    stored = rt.grafts.load(r.harvested)
+    ids = tok.encode(f"User: {text}\n\n")
+    label, blank = tok.encode("User:"), tok.encode("\n\n")
+    assert ids[:len(label)] == label and ids[-len(blank):] == blank  # the words' part: between them
+    label, end = len(label), len(ids) - len(blank)
+    kept = rt.exact.query_keys.get(rt.lm.model, rt.exact.sinks(), tok.encode(text), rt.dialect, config)
+    assert torch.equal(kept, routing_key(stored.slice(label, end), rt.dialect, seat + label, config))
+    assert not torch.equal(kept, query_key(rt.lm.model, rt.exact.sinks(), tok.encode(text), rt.dialect, config))
+
 def test_a_turn_demoted_to_the_archive_is_recalled_and_reported_lossy(make_runtime, tmp_path):
     from grm.archive.codebook_store import save_codebooks
     from grm.archive.tier import ArchiveConfig

@@ -129,7 +129,9 @@ def test_a_chat_with_memory_reads_each_text_once_per_request(fresh_server):
        history (no second read without the fact); `grm.model_reads` counts every call.
     2. Turn 2's history (turn 1's prompt and reply, the next user marker) is served from the store
        as far as turn 1 stored it (its history); the rest is read once, in the chain blocks it is
-       stored as, then the new last part once, after the fact."""
+       stored as, then the new last part once, after the fact.
+    3. Each latest message is read alone after the sinks once, labelled as its graft stores it: the
+       read gives its routing key and its graft (GraftMemory.read_said); never bare for its key."""
     srv = fresh_server(runtime={"reread": "never"})  # grafts mounted, never re-read as text
     rt, c = srv.engine.rt, srv.client()
     tok, budget, sinks = rt.lm.tokenizer, rt.config.block_tokens, len(rt.lm.tokenizer.sink_ids)
@@ -144,6 +146,9 @@ def test_a_chat_with_memory_reads_each_text_once_per_request(fresh_server):
         extra = r.model_extra["grm"]
         assert "fact" in [m.get("kind") for m in extra["mounted"]], extra["mounted"]
         assert extra["model_reads"]["tokens"] == sum(len(ids) for _, ids in calls)
+        said = messages[-1]["content"]
+        read = [ids for _, ids in calls]
+        assert read.count(tok.encode(f"User: {said}\n\n")) == 1 and tok.encode(said) not in read
         return extra, r.choices[0].message.content, prompt, split, calls
 
     def seats(start: int, text: str) -> list[tuple[int, list[int]]]:
