@@ -83,6 +83,9 @@ FORMS_TUNED = ("What was tuned on what: the lead rules (grm/runtime/lead.py) wer
                "(its first run: bench/results/questions-smollm2-135m-sealed-first-run.md).")
 FORMS_TUNE, FORMS_HELD, FORMS_BLIND = 30, 20, 20  # 70 facts in the first FORMS_ARTICLES articles: a
 FORMS_ARTICLES = 150  # ceiling read per probe and form costs a 1,500-token prefill (~28 min on 2 cores)
+# new tokens per answer: SmolLM2's led answers give the number within 12; Qwen's plain answers are a
+# sentence whose number (one token per digit) often starts after the 12th (`--max-new`)
+FORMS_MAX_NEW = 12
 
 
 def forms_facts(rng: random.Random) -> list[dict]:
@@ -139,9 +142,10 @@ def read_texts(rt, runs: list[list[int]], question: str, max_new: int, prefix: d
     return with_lead(lead, text)  # as the pipeline returns it: the lead + what follows
 
 
-def ask_forms(rt, fact: dict, max_new: int) -> dict:
+def ask_forms(rt, fact: dict, max_new: int, read_ceiling: bool = True) -> dict:
     """The fact asked plain and primed in `grafts` mode through Runtime.ask (default flags), each
-    beside its ceiling: the sections memory mounted, same order, read as text + the same question."""
+    beside its ceiling: the sections memory mounted, same order, read as text + the same question
+    (`read_ceiling` False: not read, listed as "-")."""
     from grm.runtime.lead import answer_lead
 
     row = {"answer": fact["answer"], "plain_q": fact["plain"], "primed_q": fact["primed"],
@@ -151,7 +155,7 @@ def ask_forms(rt, fact: dict, max_new: int) -> dict:
         a = rt.ask(fact[form], mode="grafts", max_new_tokens=max_new).to_json()
         ids = [m["id"] for m in a["mounted"]]
         runs = [list(rt.grafts.get(g).ids) for g in reversed(ids)]
-        ceiling = read_texts(rt, runs, fact[form], max_new, prefix)
+        ceiling = read_texts(rt, runs, fact[form], max_new, prefix) if read_ceiling else "-"
         row[form] = {"memory": a["answer"], "memory_ok": fact["answer"] in a["answer"],
                      "abstained": bool(a.get("abstained")), "lossy": bool(a.get("lossy")), "ceiling": ceiling,
                      "ceiling_ok": fact["answer"] in ceiling, "mounted": len(ids),
@@ -160,9 +164,10 @@ def ask_forms(rt, fact: dict, max_new: int) -> dict:
     return row
 
 
-def forms_table(probes: list[dict], key: str, groups: tuple[str, ...]) -> tuple[dict, list[str]]:
+def forms_table(probes: list[dict], key: str, groups: tuple[str, ...],
+                ceiling: bool = True) -> tuple[dict, list[str]]:
     """Totals per group of probes (p[key] == group; "all": every probe) and the markdown: totals,
-    then one row per probe."""
+    then one row per probe (`ceiling` False: its columns "-", not read)."""
     totals = {}
     for group in groups:
         rows = [p for p in probes if group in ("all", p[key])]
@@ -170,13 +175,14 @@ def forms_table(probes: list[dict], key: str, groups: tuple[str, ...]) -> tuple[
             f"{form}_{col}": sum(p[form][col if col in ("abstained", "holds_fact") else f"{col}_ok"] for p in rows)
             for form in ("plain", "primed") for col in ("memory", "ceiling", "abstained", "holds_fact")}}
     pct = lambda k, n: f"{k}/{n} ({100 * k / n:.0f}%)"  # noqa: E731
+    read = (lambda k, n: pct(k, n)) if ceiling else (lambda k, n: "-")  # noqa: E731
     out = [f"| {key} | questions | plain: memory | plain: ceiling | primed: memory | primed: ceiling | "
            "plain - primed (memory) | mounted holds the fact (plain / primed) | abstained (plain / primed) | "
            "plain questions a lead rule covers |", "|---|---|---|---|---|---|---|---|---|---|"]
     for group, t in totals.items():
         n = t["questions"]
-        out.append(f"| {group} | {n} | {pct(t['plain_memory'], n)} | {pct(t['plain_ceiling'], n)} | "
-                   f"{pct(t['primed_memory'], n)} | {pct(t['primed_ceiling'], n)} | "
+        out.append(f"| {group} | {n} | {pct(t['plain_memory'], n)} | {read(t['plain_ceiling'], n)} | "
+                   f"{pct(t['primed_memory'], n)} | {read(t['primed_ceiling'], n)} | "
                    f"{100 * (t['plain_memory'] - t['primed_memory']) / n:+.0f} points | "
                    f"{t['plain_holds_fact']} / {t['primed_holds_fact']} | {t['plain_abstained']} / "
                    f"{t['primed_abstained']} | {t['lead_covered']}/{n} |")
@@ -193,7 +199,7 @@ def forms_table(probes: list[dict], key: str, groups: tuple[str, ...]) -> tuple[
 def main_forms(args: argparse.Namespace, threads: int) -> int:
     from grm.runtime import Runtime
 
-    max_new = 12
+    max_new, no_ceiling = getattr(args, "max_new", FORMS_MAX_NEW), getattr(args, "no_ceiling", False)
     facts = forms_facts(random.Random(SEED + 7))
     corpus, _ = build_corpus(facts, articles=FORMS_ARTICLES)
     work = Path(tempfile.mkdtemp(prefix="grm-bench-recall-forms-"))
@@ -205,20 +211,22 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
         ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0]
         ingest_s = time.perf_counter() - t0
         for qi, fact in enumerate(facts):
-            row = {"split": fact["split"], **ask_forms(rt, fact, max_new)}
+            row = {"split": fact["split"], **ask_forms(rt, fact, max_new, not no_ceiling)}
             probes.append(row)
             print(f"[{qi + 1}/{len(facts)}] {fact['answer']} plain={row['plain']['memory'][:30]!r} "
                   f"primed={row['primed']['memory'][:30]!r} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-    totals, lines = forms_table(probes, "split", ("tune", "held-out", "blind", "all"))
+    totals, lines = forms_table(probes, "split", ("tune", "held-out", "blind", "all"), ceiling=not no_ceiling)
     table = [f"{args.model or DEFAULT_MODEL}, {dtype}, greedy, {max_new} new tokens; {len(facts)} invented facts "
              f"({FORMS_TUNE} on recall.py's templates = the lead rules' tune set, {FORMS_HELD} on questions.py's "
              f"held-out templates, {FORMS_BLIND} on its blind ones) at depths 1%-99% of the first {FORMS_ARTICLES} Lee news articles "
              f"({ingest.blocks} sections, ingest "
              f"{ingest_s:.0f} s); `grafts` mode through Runtime.ask with default flags. Memory = the answer; "
-             "ceiling = the sections memory mounted, same order, read as text + the same question. A probe counts "
+             "ceiling = the sections memory mounted, same order, read as text + the same question"
+             + (" (not read in this run: `--no-ceiling`)" if no_ceiling else "") + ". A probe counts "
              "if the 4-digit answer appears. See bench/recall.py (`--forms`).", "", FORMS_TUNED, "", *lines]
-    cmd = f"python bench/recall.py --forms --threads {threads}" + (f" --model {args.model}" if args.model else "")
-    write_results("recall-forms" + (f"-{args.model}" if args.model else ""),
+    flags = (f" --max-new {max_new}" if max_new != FORMS_MAX_NEW else "") + (" --no-ceiling" if no_ceiling else "")
+    cmd = f"python bench/recall.py --forms --threads {threads}" + (f" --model {args.model}" if args.model else "") + flags
+    write_results("recall-forms" + (f"-{args.model}" if args.model else "") + flags.replace(" --", "-").replace(" ", ""),
                   {"model": args.model or DEFAULT_MODEL, "threads": threads, "sections": ingest.blocks,
                    "ingest_s": ingest_s, "totals": totals, "probes": probes, "seconds": time.perf_counter() - t0},
                   table, cmd)
@@ -401,6 +409,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", default="sections", help="ingest layout (sections: the figure of record; the "
                    "default `seen` stores the same section records)")
     p.add_argument("--skip-slow", action="store_true", help="no `none` mode and no long-section subset")
+    p.add_argument("--max-new", type=int, default=FORMS_MAX_NEW,
+                   help=f"--forms: new tokens per answer (default {FORMS_MAX_NEW})")
+    p.add_argument("--no-ceiling", action="store_true", help="--forms: memory only, the sections not read as text")
 
 
 if __name__ == "__main__":
