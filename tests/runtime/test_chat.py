@@ -94,6 +94,7 @@ def test_a_turns_words_are_read_after_the_sinks_once_for_its_route_and_its_graft
     assert torch.equal(kept, routing_key(stored.slice(label, end), rt.dialect, seat + label, config))
     assert not torch.equal(kept, query_key(rt.lm.model, rt.exact.sinks(), tok.encode(text), rt.dialect, config))
 
+
 def test_a_turn_demoted_to_the_archive_is_recalled_and_reported_lossy(make_runtime, tmp_path):
     from grm.archive.codebook_store import save_codebooks
     from grm.archive.tier import ArchiveConfig
