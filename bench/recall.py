@@ -188,7 +188,7 @@ def forms_table(probes: list[dict], key: str, groups: tuple[str, ...],
                    f"{t['primed_abstained']} | {t['lead_covered']}/{n} |")
     out += ["", f"| {key} | plain question | want | plain: memory | plain: ceiling | primed: memory | primed: ceiling |",
             "|---|---|---|---|---|---|---|"]
-    mark = lambda ok, a: f"{'Y' if ok else 'n'} {a[:36]!r}"  # noqa: E731
+    mark = lambda ok, a: f"{'Y' if ok else 'n'} {a[:36]!r}" if a != "-" else "-"  # noqa: E731 (-: not read)
     for p in probes:
         out.append(f"| {p[key]} | {p['plain_q']} | {p['answer']} | " + " | ".join(
             mark(p[form][f"{col}_ok"], p[form][col]) for form in ("plain", "primed") for col in ("memory", "ceiling"))
