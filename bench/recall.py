@@ -175,7 +175,7 @@ def forms_table(probes: list[dict], key: str, groups: tuple[str, ...],
             f"{form}_{col}": sum(p[form][col if col in ("abstained", "holds_fact") else f"{col}_ok"] for p in rows)
             for form in ("plain", "primed") for col in ("memory", "ceiling", "abstained", "holds_fact")}}
     pct = lambda k, n: f"{k}/{n} ({100 * k / n:.0f}%)"  # noqa: E731
-    read = (lambda k, n: pct(k, n)) if ceiling else (lambda k, n: "-")  # noqa: E731
+    read = pct if ceiling else (lambda k, n: "-")  # noqa: E731
     out = [f"| {key} | questions | plain: memory | plain: ceiling | primed: memory | primed: ceiling | "
            "plain - primed (memory) | mounted holds the fact (plain / primed) | abstained (plain / primed) | "
            "plain questions a lead rule covers |", "|---|---|---|---|---|---|---|---|---|---|"]

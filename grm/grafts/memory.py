@@ -241,15 +241,15 @@ class GraftMemory:
         at = labelled.rfind(words)
         if not words or at < 0:
             raise ValueError("the labelled turn must hold its words")
-        config = self.config.channels.dense
-        if ex.query_keys.known(tok.encode(words), config):
+        config, word_ids = self.config.channels.dense, tok.encode(words)
+        if ex.query_keys.known(word_ids, config):
             return
         ids, sinks = tok.encode(labelled), ex.sinks()
         kv = read_after_sinks(self.lm.model, sinks, ids)
         label, after = tok.encode(labelled[:at].rstrip()), tok.encode(labelled[at + len(words):])
         start = len(label) if label and ids[:len(label)] == label else 0
         end = len(ids) - len(after) if after and ids[-len(after):] == after else len(ids)
-        ex.query_keys.put(tok.encode(words), config, words_key(kv, (start, end), ex.dialect, sinks.tokens, config))
+        ex.query_keys.put(word_ids, config, words_key(kv, (start, end), ex.dialect, sinks.tokens, config))
         if len(ids) <= SAID_TOKENS:
             self._said[tuple(ids)] = kv
             while sum(k.tokens for k in self._said.values()) > SAID_TOKENS:

@@ -87,9 +87,10 @@ class QueryKeys:
         at = (tuple(ids), config)
         key = self._keys.get(at)
         if key is None:
-            self.put(ids, config, query_key(model, sinks, ids, dialect, config))
-            return self._keys[at]
-        self._keys.move_to_end(at)
+            key = query_key(model, sinks, ids, dialect, config)
+            self.put(ids, config, key)
+        else:
+            self._keys.move_to_end(at)
         return key
 
     def known(self, ids: list[int], config: DenseConfig) -> bool:
@@ -98,18 +99,19 @@ class QueryKeys:
     def put(self, ids: list[int], config: DenseConfig, key: torch.Tensor) -> None:
         """Keep `key` as the routing key of the query `ids`: a chat turn's words keyed from the read
         that also stores the turn (`words_key`), so they are not read again to be routed."""
-        self._keys[(tuple(ids), config)] = key
-        self._keys.move_to_end((tuple(ids), config))
+        at = (tuple(ids), config)
+        self._keys[at] = key
+        self._keys.move_to_end(at)
         while len(self._keys) > self.size:
             self._keys.popitem(last=False)
 
 
-def words_key(kv: KV, words: tuple[int, int], dialect: Dialect, seat: int, config: DenseConfig) -> torch.Tensor:
-    """The routing key of the words at `words` (start, end) of a span `kv` read from `seat`: a
+def words_key(kv: KV, span: tuple[int, int], dialect: Dialect, seat: int, config: DenseConfig) -> torch.Tensor:
+    """The routing key of the words at `span` (start, end) of the K/V `kv` read from `seat`: a
     query's key taken from the labelled read that stores it ("User: <words>" after the sinks)
     rather than from a read of the words alone. It differs from `query_key` of the bare words only
     in what the words follow (the label instead of the sinks alone)."""
-    start, end = words
+    start, end = span
     return routing_key(kv.slice(start, end), dialect, seat + start, config)
 
 

@@ -85,9 +85,8 @@ def reread_turns_for(lm: LoadedModel) -> bool:
     200-turn held-out chat 16/16 read as text vs 10/16 mounted (13/16 with the needle turn in
     context; 32.0 vs 25.8 s per turn), the 51-turn chats 16/16 and 16/16 vs 12/16 and 13/16, and
     FRESH-25 (written blind; its first run, mounted, gave 7/30 latest) 10/30 read as text (stale
-    14 vs 12; in context 14/30). A model
-    without a template keeps the cost rule (not measured this way). Document sections stay mounted
-    or re-read by their measured cost."""
+    14 vs 12; in context 14/30). A model without a template keeps the cost rule (not measured this
+    way). Document sections stay mounted or re-read by their measured cost."""
     return lm.tokenizer.template is not None
 
 
