@@ -303,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
     n_facts = 12 if quick else 100
     none_every = 4 if quick else 5  # `none` reads a full window per question: a fixed subset
     threads = args.threads or 2
-    max_new = 12
+    max_new = getattr(args, "max_new", FORMS_MAX_NEW)  # 12 for both: the figures of record were made with it
     rng = random.Random(SEED)
     facts = make_facts(n_facts, rng)
     corpus, depths = build_corpus(facts, articles=20 if quick else None)
@@ -315,6 +315,7 @@ def main(args: argparse.Namespace) -> int:
     with Runtime.open(store=work / "store", model=args.model, threads=threads, section_tokens=SECTION_TOKENS,
                       graft_k=3) as rt:
         corpus_tokens = len(rt.lm.tokenizer.encode(corpus))
+        dtype = str(rt.lm.model.dtype).replace("torch.", "")
         t = time.perf_counter()
         ingest = rt.ingest([work / "corpus.txt"], layout=args.layout, progress=sys.stderr.isatty())[0]
         ingest_s = time.perf_counter() - t
@@ -379,7 +380,8 @@ def main(args: argparse.Namespace) -> int:
     for mode, r in rows.items():
         table.append(f"| {mode} | {r['correct']}/{r['questions']} | {r['accuracy']:.0%} | {r['median_ttft_s']:.3f} s | "
                      f"{r['median_total_s']:.3f} s | {r['median_prompt_tokens']:.0f} | {r['memory_share']:.1%} |")
-    table += ["", f"Corpus: {corpus_tokens} tokens of the gensim Lee news corpus + {n_facts} invented facts at depths "
+    table += ["", f"Model: {args.model or DEFAULT_MODEL}, {dtype}, greedy, {max_new} new tokens, {threads} threads.",
+              f"Corpus: {corpus_tokens} tokens of the gensim Lee news corpus + {n_facts} invented facts at depths "
               f"1%-99%; {ingest.blocks} sections of <= {SECTION_TOKENS} tokens; ingest {ingest_s:.0f} s once.",
               "Selection by channel (top-1 holds the fact): " + ", ".join(
                   f"{c} {v:.0%}" for c, v in summary["selection_by_channel"].items()) + ".",
@@ -395,11 +397,13 @@ def main(args: argparse.Namespace) -> int:
                if long_rows else "`--skip-slow`: no `none` mode, no long-section subset."),
               f"Ingest layout: {args.layout}.",
               "Targets: " + ", ".join(f"{k}: {v}" for k, v in summary["targets"].items())]
-    name = "recall" if args.layout == "sections" else f"recall-{args.layout}"
-    command = "grm bench recall --threads 2" + ("" if args.layout == "sections" else f" --layout {args.layout}")
+    flags = (f" --max-new {max_new}" if max_new != FORMS_MAX_NEW else "") + (" --skip-slow" if args.skip_slow else "")
+    name = ("recall" + ("" if args.layout == "sections" else f"-{args.layout}") + (f"-{args.model}" if args.model else "")
+            + flags.replace(" --", "-").replace(" ", ""))
+    command = (f"grm bench recall --threads {threads}" + (f" --model {args.model}" if args.model else "")
+               + ("" if args.layout == "sections" else f" --layout {args.layout}") + flags)
     write_results(name, {"model": args.model or DEFAULT_MODEL, "threads": threads, "layout": args.layout,
-                         "summary": summary, "modes": rows}, table, command + (" --skip-slow" if args.skip_slow else ""),
-                  quick=quick)
+                         "max_new": max_new, "summary": summary, "modes": rows}, table, command, quick=quick)
     print("\n".join(table))
     return 0
 
@@ -410,7 +414,7 @@ def _flags(p: argparse.ArgumentParser) -> None:
                    "default `seen` stores the same section records)")
     p.add_argument("--skip-slow", action="store_true", help="no `none` mode and no long-section subset")
     p.add_argument("--max-new", type=int, default=FORMS_MAX_NEW,
-                   help=f"--forms: new tokens per answer (default {FORMS_MAX_NEW})")
+                   help=f"new tokens per answer (default {FORMS_MAX_NEW})")
     p.add_argument("--no-ceiling", action="store_true", help="--forms: memory only, the sections not read as text")
 
 
