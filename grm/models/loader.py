@@ -23,6 +23,7 @@ import torch
 
 from grm.dialects import DIALECT_FAMILIES, position_law
 from grm.errors import DialectError, ModelError, UserInputError
+from grm.models.attention import use_grouped_attention
 from grm.models.identity import cached_file_digests, model_identity, tensor_digest
 from grm.models.install import assemble_parts, ensure_installed, locate_gguf
 from grm.models.placement import numeric_regime, resolve_device, resolve_dtype
@@ -45,6 +46,9 @@ class LoadedModel:
     identity: str  # hex digest, see grm.models.identity
     family: str  # transformers model_type
     for_answers: bool = True  # False: random weights (random:...), for speed and memory only
+
+    def __post_init__(self) -> None:
+        use_grouped_attention(self.model)  # the same numbers, no K/V copies (grm/models/attention.py)
 
     @property
     def device(self) -> torch.device:
