@@ -194,6 +194,7 @@ def worker_prepare(work: Path) -> None:
                     del c
                 del cache
             out.append({"size": size, "doc_tokens": doc_tokens, "doc_bytes": len(doc.encode()),
+                        "grm_dtype": str(model.dtype).replace("torch.", ""),
                         "sink_tokens": len(sinks), "prefix_ids": prefix_ids, "rest_ids": rest_ids,
                         "grm_cold_ttft_s": cold.ttft_s, "grm_cold_prompt_tokens": cold.prompt_tokens,
                         "grm_cold_answer": cold.answer, "ingest_s": ingest_s, "store_grew_bytes": grown,
@@ -217,6 +218,7 @@ def worker_warm(work: Path, size: int) -> None:
     import torch  # noqa: F401  (timed as part of the imports)
 
     import grm.runtime.answer as answer
+    import grm.runtime.execute as execute
     import grm.runtime.runtime as runtime_mod
     from grm.exact.memory import ExactMemory
     from grm.kv.payload import KV
@@ -226,7 +228,7 @@ def worker_warm(work: Path, size: int) -> None:
     from grm.store.tenant import SYSTEM_TENANT
     import_s = time.perf_counter() - t + (t - T_START)
 
-    for attr in ("load_model", "dialect_for", "self_test", "open_backend"):
+    for attr in ("load_model", "dialect_for", "kept_self_test", "open_backend"):
         stages.wrap(runtime_mod, attr, f"open.{attr}")
     for attr, name in (("match", "match (catalog walk)"), ("_walk", "load (walk: sinks + blocks)"),
                        ("sinks", "  sinks"), ("verified", "  verify bound fields + parse")):
@@ -235,8 +237,8 @@ def worker_warm(work: Path, size: int) -> None:
     stages.wrap(KV, "from_bytes", "    parse payload (KV.from_bytes)", static=True)
     stages.wrap(KV, "cat", "  concatenate blocks (KV.cat)", static=True)
     stages.wrap(answer, "cache_from_kv", "arena (cache_from_kv)")
-    stages.wrap(answer, "prefill", "prefill the rest (question)")
-    stages.wrap(answer, "greedy", "first token (greedy)")
+    stages.wrap(answer, "prefill_call", "prefill the rest (question)")
+    stages.wrap(execute.Decoding, "alone", "first token (greedy)")
 
     p = json.loads((work / "params.json").read_text())
     opts = {"dtype": p["dtype"]} if p["dtype"] else {}
@@ -380,12 +382,13 @@ def main(args: argparse.Namespace) -> int:
         })
     targets = {"warm_le_llama_restore_every_size": all(r["warm_over_llama"] <= 1 for r in rows),
                "warm_le_1.5x_floor_every_size": all(r["warm_over_floor"] <= 1.5 for r in rows)}
-    table = tables(rows, targets, threads, dtype)
-    name = "peers" if quick or set(sizes) <= set(SIZES) else "peers-" + "-".join(map(str, sizes))
+    ran = prep[sizes[0]]["grm_dtype"]
+    table = tables(rows, targets, threads, dtype if dtype == ran else f"{ran} (`--dtype {dtype}`)")
+    name = "peers" if quick or sizes == list(SIZES) else "peers-" + "-".join(map(str, sizes))
     cmd = f"grm bench peers --model {model} --threads {threads}"
     if sizes != list(SIZES) and not quick:
         cmd = f"python bench/peers.py --model {model} --threads {threads} --sizes {' '.join(map(str, sizes))}"
-    write_results(name, {"model": model, "gguf": str(gguf), "dtype": dtype, "threads": threads, "runs": runs,
+    write_results(name, {"model": model, "gguf": str(gguf), "dtype": dtype, "ran_in": ran, "threads": threads, "runs": runs,
                          "llama_cpp": LLAMA_CPP, "omp_wait_policy": OMP_WAIT, "rows": rows, "targets": targets,
                          "load_average": LOADS}, table, cmd, quick=quick)
     print("\n".join(table))
@@ -408,7 +411,7 @@ def tables(rows: list[dict], targets: dict, threads: int, dtype: str) -> list[st
             f"{r['warm_over_floor']:.2f}x | {r['resident_over_floor']:.2f}x |")
     t += ["", "Targets (issue 32): " + ", ".join(f"{k}: {v}" for k, v in targets.items()), "",
           f"TTFT = time to first token (greedy, argmax), medians of the warm runs; {threads} threads on each "
-          f"side; GRM in {dtype} (auto: bf16 here), llama.cpp in the GGUF's Q4_K_M kernels (f16 K/V, flash "
+          f"side; GRM in {dtype}, llama.cpp in the GGUF's Q4_K_M kernels (f16 K/V, flash "
           "attention off: the library's defaults). Every side reads the same token ids: the chat template's "
           "head (GRM's sinks) and the document, then the question and the generation prompt "
           "(question tokens below). llama.cpp warm: `llama_state_load_file` + reading the question + argmax, "
@@ -439,7 +442,7 @@ def tables(rows: list[dict], targets: dict, threads: int, dtype: str) -> list[st
     t.append("|---|" + "---|" * len(rows))
     sp = [r["stage_split"] for r in rows]
     t.append("| imports (python, torch, grm) | " + " | ".join(f"{x['import_s']:.2f}" for x in sp) + " |")
-    for k in ("open.load_model", "open.dialect_for", "open.self_test", "open.open_backend"):
+    for k in ("open.load_model", "open.dialect_for", "open.kept_self_test", "open.open_backend"):
         t.append(f"| {k} | " + " | ".join(f"{x['open_stages'].get(k, float('nan')):.2f}" for x in sp) + " |")
     t.append("| **time to first token** | " + " | ".join(f"**{x['ttft_s']:.3f}**" for x in sp) + " |")
     for k in names:
