@@ -68,6 +68,7 @@ class Loaded:
     # wall seconds: "fetch" (the parallel read + verify + place), of it "commit" (the loading thread
     # placing verified blocks), "keep" (copies into the host tier)
     seconds: dict[str, float] = field(default_factory=dict)
+    full: KV | None = None  # the placement's K/V `kv` is the first seats of (room after it)
 
 
 def check(meta: dict, shape: tuple[int, ...], dtype: torch.dtype, want: dict[str, str],
@@ -162,4 +163,5 @@ def load_blocks(store: StoreBackend, reads: list[BlockRead], sinks: KV, placemen
     failure = (served, results[served][1]) if served < len(reads) and results[served] is not None else None
     tokens = reads[served - 1].t1 if served else sinks.tokens
     return Loaded(placement.result(tokens), served, failure, ways,
-                  {"fetch": t_fetch - t_start, "commit": committed, "keep": time.perf_counter() - t_fetch})
+                  {"fetch": t_fetch - t_start, "commit": committed, "keep": time.perf_counter() - t_fetch},
+                  full=placement.full)

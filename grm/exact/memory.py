@@ -36,7 +36,7 @@ from grm.exact.fingerprint import fingerprint
 from grm.exact.load import READ, TIER, BlockRead, load_blocks, parse_checked, read_workers
 from grm.exact.tier import HostTier, TierKey
 from grm.kv import KV, cache_from_kv, kv_from_cache, new_cache
-from grm.kv.device import pinned
+from grm.kv.device import pinned, room
 from grm.kv.forward import prefill
 from grm.kv.place import HostBuffers, placement_for
 from grm.models import LoadedModel
@@ -78,6 +78,9 @@ class Prefix:
     matched_tokens: int = 0  # tokens of matched blocks (served or pending)
     rest: str = ""  # the prompt's text after the matched blocks, tokenized on its own
     seconds: dict[str, float] = field(default_factory=dict)  # where the load's time went (grm/exact/load.py)
+    # The load's K/V that `kv` is the first seats of, with room after them: lent to the one arena
+    # built over `kv` (grm/kv/device.py `mount`), which reads the rest of the prompt into it in place.
+    full: KV | None = None
 
     @property
     def tokens(self) -> int:
@@ -351,7 +354,7 @@ class ExactMemory:
             return Prefix(sinks, sinks.tokens, 0, 0, [], int(bool(rows)), self.sink_ids[-1])
         d, model = self.dialect, self.lm.model
         placement = placement_for(model.device, (d.n_layers, d.kv_heads, seat, d.head_dim), model.dtype,
-                                  self.buffers)
+                                  self.buffers, room(seat))
         loaded = load_blocks(self.store, reads, sinks, placement, self.tier,
                              lambda r: self._tier_key(r.record, r.want["parent"], r.t0),
                              lambda r: (d.n_layers, d.kv_heads, r.t1 - r.t0, d.head_dim), model.dtype,
@@ -368,7 +371,7 @@ class ExactMemory:
         covered = sum(len(b.text.encode()) for b in served)
         last_id = served[-1].ids[-1] if served else self.sink_ids[-1]
         return Prefix(loaded.kv, sinks.tokens, loaded.kv.tokens - sinks.tokens, covered,
-                      list(rows[: loaded.served]), misses, last_id, seconds=loaded.seconds)
+                      list(rows[: loaded.served]), misses, last_id, seconds=loaded.seconds, full=loaded.full)
 
     def _tier_key(self, rec: Record, parent: str, seat: int) -> TierKey:
         """What names a block's verified K/V in the host tier: its row's payload and its binding."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from grm.kv.device import ROOM_MIN, ROOM_SHARE, DeviceCache
+from grm.kv.device import DeviceCache, room
 
 
 class PaddedBatch:
@@ -105,7 +105,7 @@ class PaddedBatch:
 def _buffers(rows: int, keys: torch.Tensor, values: torch.Tensor,
              length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Zeroed buffers [rows, kv_heads, length + room, head_dim] like `keys`/`values`."""
-    cap = length + max(ROOM_MIN, length // ROOM_SHARE)
+    cap = length + room(length)
     k = torch.zeros((rows, keys.shape[1], cap, keys.shape[3]), dtype=keys.dtype, device=keys.device)
     v = torch.zeros((rows, values.shape[1], cap, values.shape[3]), dtype=values.dtype, device=values.device)
     return k, v

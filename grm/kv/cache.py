@@ -38,11 +38,13 @@ def kv_from_cache(cache: DynamicCache, start: int = 0, end: int | None = None) -
     return KV(keys, values)
 
 
-def cache_from_kv(kv: KV) -> DynamicCache:
+def cache_from_kv(kv: KV, full: KV | None = None) -> DynamicCache:
     """A fresh cache over `kv` without copying it: each layer starts as a view of kv's tensors
-    (moved to the model's device when the model first writes to it). Safe because a DynamicLayer
-    never writes in place; it grows by concatenation (a new tensor)."""
-    return mount(kv, kv.keys.device)
+    (moved to the model's device when the model first writes to it). Safe because an ArenaLayer
+    never writes into tensors set from outside; it copies them into a buffer of its own first.
+    `full`: the buffer `kv` is the first seats of, lent to this cache to grow into in place
+    (grm/kv/device.py `mount`)."""
+    return mount(kv, kv.keys.device, full=full)
 
 
 def crop(cache: DynamicCache, length: int) -> None:

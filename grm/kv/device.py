@@ -30,6 +30,11 @@ ROOM_MIN = 256  # tokens of room an arena layer's buffer keeps past its end (at 
 ROOM_SHARE = 4  # ... and at least 1/ROOM_SHARE of its length: a decode of n tokens copies the layer O(log n) times
 
 
+def room(tokens: int) -> int:
+    """Seats an arena layer of `tokens` keeps free after them (ROOM_MIN, ROOM_SHARE)."""
+    return max(ROOM_MIN, tokens // ROOM_SHARE)
+
+
 def is_accelerator(device: torch.device | str) -> bool:
     return torch.device(device).type == "cuda"
 
@@ -123,7 +128,7 @@ class ArenaLayer(DynamicLayer):
         buf = self._buf
         if (buf is None or n + add > buf[0].shape[-2] or buf[0].device != key_states.device
                 or (n and self.keys.data_ptr() != buf[0].data_ptr()) or self.keys.dtype != buf[0].dtype):
-            cap = n + add + max(ROOM_MIN, (n + add) // ROOM_SHARE)
+            cap = n + add + room(n + add)
             shape = (*key_states.shape[:-2], cap, key_states.shape[-1])
             keys = torch.empty(shape, dtype=key_states.dtype, device=key_states.device)
             values = torch.empty((*shape[:-1], value_states.shape[-1]), dtype=value_states.dtype,
@@ -209,16 +214,27 @@ class DeviceCache(DynamicCache):
         super().crop(max_length)
 
 
-def mount(kv: KV, device: torch.device | str, copier: Copier | None = None) -> DeviceCache:
+def mount(kv: KV, device: torch.device | str, copier: Copier | None = None, full: KV | None = None) -> DeviceCache:
     """A cache over `kv` for a model on `device`. On CUDA every layer's copy starts now, in layer
-    order on a side stream (pinned sources); the model waits per layer. On CPU: views of `kv`."""
+    order on a side stream (pinned sources); the model waits per layer. On CPU: views of `kv`.
+
+    `full`: K/V on `device` whose first seats `kv` is (a load's placement, grm/kv/place.py), lent
+    to this cache alone: its layers grow into the seats after `kv` in place (ArenaLayer.hold), so
+    the first token read does not copy the whole prefix into a new buffer. Whatever else views
+    `full` must not read its seats past `kv` (they are this cache's now)."""
     device = torch.device(device)
     cache = DeviceCache(copier=copier)
+    lend = (full is not None and full.keys.device == device and full.tokens >= kv.tokens
+            and kv.keys.data_ptr() == full.keys.data_ptr() and kv.values.data_ptr() == full.values.data_ptr()
+            and kv.keys.stride() == full.keys.stride() and kv.values.stride() == full.values.stride())
     for i in range(kv.keys.shape[0]):
         keys, values = kv.keys[i][None], kv.values[i][None]  # [1, kv_heads, tokens, head_dim]
         cache.update(keys[:, :, :0], values[:, :, :0], i)  # creates layer i, empty, on kv's device
         layer = cache.layers[i]
-        layer.keys, layer.values = keys, values
+        if lend:
+            layer.hold(full.keys[i][None], full.values[i][None], kv.tokens)
+        else:
+            layer.keys, layer.values = keys, values
     if device.type != "cpu" and kv.keys.device != device:
         cache.prefetch_all(device)
     return cache

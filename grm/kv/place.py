@@ -3,7 +3,10 @@
 A prefix of stored blocks is loaded into one K/V of its full geometry, `[layers, kv_heads,
 tokens, head_dim]` keys and values, on the model's device. A `Placement` owns that K/V for one
 load. Lifecycle (grm/exact/load.py drives it):
-1. `placement_for(device, shape, dtype, buffers)` allocates the final K/V once per load.
+1. `placement_for(device, shape, dtype, buffers, room)` allocates the final K/V once per load,
+   with `room` seats after the prefix's (`full`): the arena mounted over the result reads the
+   rest of the prompt into them in place (grm/kv/device.py `mount(..., full)`) instead of
+   copying the whole prefix into a buffer of its own before its first token.
 2. Per block, from any worker thread, `reserve(t0, t1)` hands out host buffers to read the block's
    tensor bytes into (file order: every (layer, head) run of keys, then of values), and the KV
    they form; the caller reads and verifies them (nothing is used before the whole file verifies).
@@ -85,7 +88,10 @@ class Reserved:
 
 class Placement(Protocol):
     """One load's destination: `reserve` (any thread), then `commit` or `put` per verified block
-    and `keep` for the host tier (the loading thread), then `result` once (module docstring)."""
+    and `keep` for the host tier (the loading thread), then `result` once (module docstring).
+    `full`: the K/V `result` is the first seats of, `room` seats longer than the prefix."""
+
+    full: KV
 
     def reserve(self, t0: int, t1: int) -> Reserved: ...
 
@@ -104,51 +110,59 @@ def _pair(flat: torch.Tensor, shape: tuple[int, int, int, int], dtype: torch.dty
     return KV(flat[:n].view(dtype).view(shape), flat[n: 2 * n].view(dtype).view(shape))
 
 
+def _with_room(shape: tuple[int, int, int, int], room: int) -> tuple[int, int, int, int]:
+    layers, heads, tokens, dim = shape
+    return layers, heads, tokens + max(0, room), dim
+
+
 class HostPlacement:
     """The final K/V in host memory from `buffers`; blocks are read straight into it."""
 
-    def __init__(self, shape: tuple[int, int, int, int], dtype: torch.dtype, buffers: HostBuffers) -> None:
-        self.shape, self.dtype = shape, dtype
-        self._flat = buffers.take(2 * math.prod(shape) * dtype.itemsize)
+    def __init__(self, shape: tuple[int, int, int, int], dtype: torch.dtype, buffers: HostBuffers,
+                 room: int = 0) -> None:
+        self.shape, self.dtype = _with_room(shape, room), dtype
+        self._flat = buffers.take(2 * math.prod(self.shape) * dtype.itemsize)
         self._bytes = self._flat.numpy()
-        self.kv = _pair(self._flat, shape, dtype)
+        self.full = _pair(self._flat, self.shape, dtype)
 
     def reserve(self, t0: int, t1: int) -> Reserved:
-        layers, heads, tokens, dim = self.shape
+        layers, heads, capacity, dim = self.shape
         row = dim * self.dtype.itemsize  # bytes of one token of one head
-        half = layers * heads * tokens * row
+        half = layers * heads * capacity * row
         runs = []
         for base in (0, half):  # keys, then values: each (layer, head) run of t1 - t0 tokens
             for lh in range(layers * heads):
-                start = base + (lh * tokens + t0) * row
+                start = base + (lh * capacity + t0) * row
                 runs.append(memoryview(self._bytes[start: start + (t1 - t0) * row]))
-        return Reserved(runs, self.kv.slice(t0, t1))
+        return Reserved(runs, self.full.slice(t0, t1))
 
     def commit(self, t0: int, t1: int, kv: KV) -> None:
         return None  # read in place
 
     def put(self, t0: int, t1: int, kv: KV) -> None:
-        self.kv.keys[:, :, t0:t1].copy_(kv.keys)
-        self.kv.values[:, :, t0:t1].copy_(kv.values)
+        self.full.keys[:, :, t0:t1].copy_(kv.keys)
+        self.full.values[:, :, t0:t1].copy_(kv.values)
 
     def keep(self, kv: KV) -> KV:
         return KV(kv.keys.clone(memory_format=torch.contiguous_format),
                   kv.values.clone(memory_format=torch.contiguous_format))
 
     def result(self, tokens: int) -> KV:
-        return self.kv.slice(0, tokens)
+        return self.full.slice(0, tokens)
 
 
 class DevicePlacement:
     """The final K/V on a CUDA device; each block staged in page-locked memory and copied on a
     side stream (host->device as one run, then scattered into its seats on the device)."""
 
-    def __init__(self, shape: tuple[int, int, int, int], dtype: torch.dtype, device: torch.device) -> None:
-        self.shape, self.dtype, self.device = shape, dtype, device
-        self.kv = KV(torch.empty(shape, dtype=dtype, device=device), torch.empty(shape, dtype=dtype, device=device))
+    def __init__(self, shape: tuple[int, int, int, int], dtype: torch.dtype, device: torch.device,
+                 room: int = 0) -> None:
+        self.shape, self.dtype, self.device = _with_room(shape, room), dtype, device
+        self.full = KV(torch.empty(self.shape, dtype=dtype, device=device),
+                       torch.empty(self.shape, dtype=dtype, device=device))
         self.stream = torch.cuda.Stream(device)
         self.stream.wait_stream(torch.cuda.current_stream(device))  # the new memory is free on the main stream first
-        for t in (self.kv.keys, self.kv.values):
+        for t in (self.full.keys, self.full.values):
             t.record_stream(self.stream)  # dropped before `result` (an error): not reused under the copies
 
     def reserve(self, t0: int, t1: int) -> Reserved:
@@ -166,21 +180,21 @@ class DevicePlacement:
             # the buffer from reuse until it completes); from pageable memory it is staged.
             keys = kv.keys.to(self.device, non_blocking=True)
             values = kv.values.to(self.device, non_blocking=True)
-            self.kv.keys[:, :, t0:t1].copy_(keys)
-            self.kv.values[:, :, t0:t1].copy_(values)
+            self.full.keys[:, :, t0:t1].copy_(keys)
+            self.full.values[:, :, t0:t1].copy_(values)
 
     def keep(self, kv: KV) -> KV:
         return pinned(KV(kv.keys.contiguous(), kv.values.contiguous()))
 
     def result(self, tokens: int) -> KV:
         torch.cuda.current_stream(self.device).wait_stream(self.stream)
-        return self.kv.slice(0, tokens)
+        return self.full.slice(0, tokens)
 
 
 def placement_for(device: torch.device | str, shape: tuple[int, int, int, int], dtype: torch.dtype,
-                  buffers: HostBuffers) -> Placement:
-    """The placement of a prefix of `shape` for a model on `device`."""
+                  buffers: HostBuffers, room: int = 0) -> Placement:
+    """The placement of a prefix of `shape` for a model on `device`, `room` seats left after it."""
     device = torch.device(device)
     if is_accelerator(device) and torch.cuda.is_available():
-        return DevicePlacement(shape, dtype, device)
-    return HostPlacement(shape, dtype, buffers)
+        return DevicePlacement(shape, dtype, device, room)
+    return HostPlacement(shape, dtype, buffers, room)

@@ -228,7 +228,9 @@ def plan_exact(ctx: Context, prompt: str, max_new: int, store_prompt: bool = Fal
         kv, from_memory = kv.slice(0, kv.tokens - 1), from_memory - 1
         runs = [[prefix.last_id]]
     ctx.check_window(kv.tokens + sum(map(len, runs)), max_new)
-    arena = Arena(cache_from_kv(kv), kv.tokens, from_memory=from_memory)
+    # The load's buffer is lent to this arena when it serves the prefix as loaded (not the
+    # re-read-last-token case above, which would write over the prefix's last seat).
+    arena = Arena(cache_from_kv(kv, prefix.full if kv is prefix.kv else None), kv.tokens, from_memory=from_memory)
     mounted = [block_mount(r, i) for i, r in enumerate(prefix.blocks)]
     return Ready(arena, runs, "exact", mounted, blocks_to_store=to_store, block_meta=metas, prefix=prefix)
 

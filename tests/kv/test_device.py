@@ -5,7 +5,9 @@ On CPU (always run):
    host K/V makes views (no copy, nothing pinned, nothing moved). Its layers grow in place
    (ArenaLayer): token-by-token decoding stays bit-identical to a DynamicCache's while the layer's
    buffer is reallocated a few times, not once per token; mounted K/V are never written; a crop
-   then a read overwrites the dropped seats.
+   then a read overwrites the dropped seats. A mount lent the load's buffer (`full`) reads the
+   next tokens into its room in place, bit-identical, without touching the prefix's seats; one
+   whose K/V is not the start of `full` copies as before.
 2. Payloads round-trip F32, BF16 and F16 bit for bit, name their dtype, and refuse others.
 3. The residency counts where each get was served from: device plane, host plane, store.
 Marked `gpu` (skipped without CUDA, run on one when available):
@@ -53,12 +55,17 @@ def test_device_cache_is_bit_identical_to_a_dynamic_cache_on_cpu(tiny_models):
     assert warm.moved_bytes == 0 and not warm._pending
 
 
-def test_arena_layers_grow_in_place_bit_identical_and_never_write_mounted_kv(tiny_models):
-    model = tiny_models["llama"].model
+def _read_30(model) -> tuple[DynamicCache, KV]:
+    """IDS[:30] read into a plain DynamicCache, and the same read's K/V as stored (host copies)."""
     plain, ours = DynamicCache(), new_cache()
     prefill(model, plain, IDS[:30], 0)
     prefill(model, ours, IDS[:30], 0)
-    stored = kv_from_cache(ours)
+    return plain, kv_from_cache(ours)
+
+
+def test_arena_layers_grow_in_place_bit_identical_and_never_write_mounted_kv(tiny_models):
+    model = tiny_models["llama"].model
+    plain, stored = _read_30(model)
     before = KV(stored.keys.clone(), stored.values.clone())
     warm = cache_from_kv(stored)  # views of `stored`
     buffers = set()
@@ -74,6 +81,32 @@ def test_arena_layers_grow_in_place_bit_identical_and_never_write_mounted_kv(tin
     crop(plain, 40)
     assert torch.equal(prefill(model, warm, IDS[:5], 40), prefill(model, plain, IDS[:5], 40))
     assert torch.equal(kv_from_cache(warm).keys, kv_from_cache(plain).keys)
+
+
+def test_a_mount_lent_the_loads_buffer_grows_into_its_room(tiny_models):
+    model = tiny_models["llama"].model
+    plain, stored = _read_30(model)
+    layers, heads, _t, dim = stored.keys.shape
+    full = KV(torch.full((layers, heads, 45, dim), 7.0), torch.full((layers, heads, 45, dim), 7.0))
+    full.keys[:, :, :30].copy_(stored.keys)
+    full.values[:, :, :30].copy_(stored.values)
+    kv = full.slice(0, 30)  # what a placement's `result` is: the first seats of `full`
+    warm = cache_from_kv(kv, full)
+    a = prefill(model, plain, IDS[30:40], 30)
+    b = prefill(model, warm, IDS[30:40], 30)
+    assert torch.equal(a, b)
+    for i, layer in enumerate(warm.layers):  # read in place: no buffer of its own
+        assert layer.keys.data_ptr() == full.keys[i].data_ptr() and layer._buf[0].data_ptr() == full.keys[i].data_ptr()
+    assert torch.equal(full.keys[:, :, :30], stored.keys) and torch.equal(full.values[:, :, :30], stored.values)
+    assert torch.equal(full.keys[:, :, 30:40], kv_from_cache(plain, 30).keys)
+    assert bool((full.keys[:, :, 40:] == 7).all())
+    for i, tok in enumerate(IDS[40:60], start=40):  # past the room: a buffer of its own, the same bits
+        assert torch.equal(prefill(model, plain, [tok], i), prefill(model, warm, [tok], i))
+    assert warm.layers[0]._buf[0].data_ptr() != full.keys[0].data_ptr()
+    assert torch.equal(full.keys[:, :, 40:45], kv_from_cache(plain, 40, 45).keys)  # the room's last seats
+    other = cache_from_kv(KV(stored.keys.clone(), stored.values.clone()), full)  # not `full`'s start: not lent
+    prefill(model, other, IDS[30:32], 30)
+    assert other.layers[0].keys.data_ptr() != full.keys[0].data_ptr()
 
 
 class Recorder:

@@ -5,7 +5,8 @@ Expectations:
    request it fits without wasting more than half of it.
 2. A `HostPlacement`'s reserved buffers are exactly the block's bytes in payload file order
    (keys' (layer, head) runs, then values'): bytes written there in that order are the block's K/V
-   at its seats, in fp32 and in bf16, and nothing outside the block's seats is touched.
+   at its seats, in fp32 and in bf16, with or without room after the prefix, and nothing outside
+   the block's seats is touched (the room neither).
 3. `put` places K/V verified elsewhere; `keep` returns a copy that does not share the placement's
    memory (what the host tier may hold after the load's buffer is reused).
 4. On CUDA (marked gpu) a `DevicePlacement` gives the same K/V as the host one, on the device.
@@ -41,12 +42,14 @@ def _payload_order(kv: KV) -> bytes:
     return b"".join(t.contiguous().view(torch.uint8).numpy().tobytes() for t in (kv.keys, kv.values))
 
 
+@pytest.mark.parametrize("room", [0, 9])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_reserved_buffers_take_a_block_at_its_seats(dtype):
+def test_reserved_buffers_take_a_block_at_its_seats(dtype, room):
     shape = (3, 2, 40, 8)  # [layers, kv_heads, tokens, head_dim]
-    place = HostPlacement(shape, dtype, HostBuffers())
-    place.kv.keys.fill_(7)
-    place.kv.values.fill_(7)
+    place = HostPlacement(shape, dtype, HostBuffers(), room)
+    assert place.full.tokens == 40 + room
+    place.full.keys.fill_(7)
+    place.full.values.fill_(7)
     block = KV(torch.randn(3, 2, 15, 8).to(dtype), torch.randn(3, 2, 15, 8).to(dtype))
     reserved = place.reserve(10, 25)
     data = memoryview(_payload_order(block))
@@ -59,7 +62,9 @@ def test_reserved_buffers_take_a_block_at_its_seats(dtype):
     out = place.result(40)
     assert torch.equal(out.keys[:, :, 10:25], block.keys) and torch.equal(out.values[:, :, 10:25], block.values)
     assert torch.equal(reserved.kv.keys, block.keys)
-    untouched = torch.cat([out.keys[:, :, :10], out.keys[:, :, 25:], out.values[:, :, :10], out.values[:, :, 25:]], 2)
+    full = place.full
+    untouched = torch.cat([full.keys[:, :, :10], full.keys[:, :, 25:], full.values[:, :, :10],
+                           full.values[:, :, 25:]], 2)
     assert bool((untouched == 7).all())
 
 
@@ -67,8 +72,8 @@ def test_put_places_and_keep_does_not_share_memory():
     place = HostPlacement((2, 1, 6, 4), torch.float32, HostBuffers())
     block = KV(torch.randn(2, 1, 3, 4), torch.randn(2, 1, 3, 4))
     place.put(3, 6, block)
-    kept = place.keep(place.kv.slice(3, 6))
-    place.kv.keys.zero_()
+    kept = place.keep(place.full.slice(3, 6))
+    place.full.keys.zero_()
     assert torch.equal(kept.keys, block.keys) and torch.equal(place.result(6).values[:, :, 3:], block.values)
 
 
@@ -76,7 +81,7 @@ def test_put_places_and_keep_does_not_share_memory():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 def test_device_placement_matches_the_host_one():
     shape, dtype = (4, 2, 96, 16), torch.bfloat16
-    host, dev = HostPlacement(shape, dtype, HostBuffers()), DevicePlacement(shape, dtype, torch.device("cuda"))
+    host, dev = HostPlacement(shape, dtype, HostBuffers(), 5), DevicePlacement(shape, dtype, torch.device("cuda"), 5)
     sinks = KV(torch.randn(4, 2, 4, 16).to(dtype), torch.randn(4, 2, 4, 16).to(dtype))
     for place in (host, dev):
         place.put(0, 4, sinks)

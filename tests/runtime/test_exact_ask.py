@@ -2,7 +2,8 @@
 
 Expectations:
 1. A warm answer's logits are bit-identical to the cold two-stage computation (blocks computed in
-   chain, then the rest), in the same process and in a fresh process.
+   chain, then the rest), in the same process and in a fresh process; the rest is read into the
+   load's own buffer, after the prefix (no copy of the prefix), and the prefix's seats are kept.
 2. Fail closed: a flipped payload byte, a payload bound to another tenant, a payload bound to
    another model identity: each is a miss, the block is recomputed, the answer equals the cold one.
 3. tokens_from_memory + tokens_computed == prompt_tokens, and memory covers the document.
@@ -85,9 +86,15 @@ def ingested(make_runtime, golden, tmp_path):
 def test_warm_logits_are_bit_identical_in_the_same_process(ingested_here):
     rt, _ = ingested_here
     cold = cold_two_stage_logits(rt, PROMPT)
-    warm, prefix = warm_logits(rt, PROMPT)
+    cache, warm, seat, _from_memory, prefix = rt.exact_context(PROMPT)
     assert len(prefix.blocks) == len(split_blocks(DOC, rt.lm.tokenizer, 64)) > 3
     assert torch.equal(cold, warm)
+    full, n = prefix.full, prefix.kv.tokens
+    assert full is not None and full.tokens > seat > n
+    for i, layer in enumerate(cache.layers):  # the rest was read in place, after the loaded seats
+        assert layer.keys.data_ptr() == full.keys[i].data_ptr() and layer.keys.shape[2] == seat
+    again = warm_logits(rt, PROMPT)[0]  # a second load: the same bits
+    assert torch.equal(cold, again)
 
 
 def test_warm_logits_are_bit_identical_after_a_process_restart(ingested, tmp_path):
