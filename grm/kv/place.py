@@ -25,7 +25,8 @@ host->device on a side stream and scatters it into place on the device, while th
 reading the next blocks; `result` makes the model's stream wait for those copies.
 
 `HostBuffers` reuses host memory across loads: writing into fresh memory faults every page in
-(2 GB/s on the 2-core CPU here, 11-12 GB/s into memory already touched). A buffer is handed out
+(2 GB/s on the 2-core CPU here, 11-12 GB/s into memory already touched), and new buffers come
+from torch's allocator, without numpy's huge-page advice (`fresh`). A buffer is handed out
 again only when no tensor views it any more (the pool holds a weak reference to the view it lent).
 """
 
@@ -44,6 +45,16 @@ from grm.kv.device import is_accelerator, pinned
 from grm.kv.payload import KV
 
 MAX_POOLED = 4  # host buffers a pool keeps for reuse (in use or free)
+
+
+def fresh(nbytes: int) -> np.ndarray:
+    """`nbytes` of new host memory, as a uint8 array. Taken from torch's allocator, not numpy's:
+    numpy advises the kernel to back large arrays with huge pages (MADV_HUGEPAGE), and where
+    transparent huge pages are `madvise` (the default of many distributions) a fault on such
+    memory may stall on compaction. A load writes its buffer in once, so that stall lands in the
+    time to first token: Qwen2.5-1.5B at 8k tokens (473 MB loaded), new process, median of 6:
+    3.94 s from numpy's allocator, 2.20 s from torch's (bench/results/host-buffers-qwen2.5-coder-1.5b-8k.md)."""
+    return torch.empty(nbytes, dtype=torch.uint8).numpy()
 
 
 class HostBuffers:
@@ -70,7 +81,7 @@ class HostBuffers:
                 self._pool = [(a, loan) for a, loan in self._pool if a is not array]
                 self.reuses += 1
             else:
-                array = np.empty(max(nbytes, 1), dtype=np.uint8)
+                array = fresh(max(nbytes, 1))
                 self.allocations += 1
             view = array[:nbytes]
             self._pool.append((array, weakref.ref(view)))
