@@ -9,16 +9,20 @@ Expectations:
    the block's seats is touched (the room neither).
 3. `put` places K/V verified elsewhere; `keep` returns a copy that does not share the placement's
    memory (what the host tier may hold after the load's buffer is reused).
-4. On CUDA (marked gpu) a `DevicePlacement` gives the same K/V as the host one, on the device.
+4. A new host buffer carries no huge-page advice (numpy advises it for large arrays, and a fault
+   on advised memory may stall on compaction: kv/place.py `fresh`); checked in /proc/self/smaps.
+5. On CUDA (marked gpu) a `DevicePlacement` gives the same K/V as the host one, on the device.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
 
 from grm.kv import KV
-from grm.kv.place import DevicePlacement, HostBuffers, HostPlacement
+from grm.kv.place import DevicePlacement, HostBuffers, HostPlacement, fresh
 
 
 def test_a_host_buffer_is_reused_only_when_nothing_views_it():
@@ -75,6 +79,28 @@ def test_put_places_and_keep_does_not_share_memory():
     kept = place.keep(place.full.slice(3, 6))
     place.full.keys.zero_()
     assert torch.equal(kept.keys, block.keys) and torch.equal(place.result(6).values[:, :, 3:], block.values)
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The kernel's VmFlags of the mapping that holds `address` in this process."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0] if line.split() else ""
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="no /proc/self/smaps (not Linux)")
+def test_new_host_buffers_carry_no_huge_page_advice():
+    size, middle = 64 << 20, 16 << 20  # numpy advises the 2 MB-aligned part of a large array
+    ours = fresh(size)
+    assert "hg" not in _vm_flags(ours.ctypes.data + middle)
+    taken = HostBuffers().take(size)
+    assert "hg" not in _vm_flags(taken.data_ptr() + middle)
 
 
 @pytest.mark.gpu
