@@ -79,7 +79,8 @@ class Prefix:
     rest: str = ""  # the prompt's text after the matched blocks, tokenized on its own
     seconds: dict[str, float] = field(default_factory=dict)  # where the load's time went (grm/exact/load.py)
     # The load's K/V that `kv` is the first seats of, with room after them: lent to the one arena
-    # built over `kv` (grm/kv/device.py `mount`), which reads the rest of the prompt into it in place.
+    # built over `kv` (grm/kv/device.py `mount`), which reads the rest of the prompt into it in
+    # place; `kv` is not read once that arena is written to.
     full: KV | None = None
 
     @property

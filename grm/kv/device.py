@@ -220,8 +220,9 @@ def mount(kv: KV, device: torch.device | str, copier: Copier | None = None, full
 
     `full`: K/V on `device` whose first seats `kv` is (a load's placement, grm/kv/place.py), lent
     to this cache alone: its layers grow into the seats after `kv` in place (ArenaLayer.hold), so
-    the first token read does not copy the whole prefix into a new buffer. Whatever else views
-    `full` must not read its seats past `kv` (they are this cache's now)."""
+    the first token read does not copy the whole prefix into a new buffer. The buffer is this
+    cache's from then on: nothing else may read `full`, or `kv`, once the cache is written to (its
+    seats past `kv` are written, and any seat after a crop below it)."""
     device = torch.device(device)
     cache = DeviceCache(copier=copier)
     lend = (full is not None and full.keys.device == device and full.tokens >= kv.tokens
