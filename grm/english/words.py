@@ -9,6 +9,8 @@ by name, beside the reason it needs it.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 WH = frozenset("what which who whom whose when where why how".split())
 ARTICLES = frozenset("the a an".split())
 POSSESSIVES = frozenset("my our your his her their its".split())
@@ -27,6 +29,7 @@ STOP_WORDS = WH | ARTICLES | POSSESSIVES | DETERMINERS | PRONOUNS | BE | PREPOSI
     "please tell let out up over".split())
 
 
+@lru_cache(maxsize=1 << 16)  # pure, and called per word of every text routing indexes
 def stem(word: str) -> str:
     """The comparison form of a content word: case-folded, the possessive dropped, the plural
     folded ("Boxes" -> "box", "pharmacies" -> "pharmacy", "classes" -> "class", "doctor's" ->

@@ -47,6 +47,12 @@ def norm(text: str) -> str:
     return _SPACE.sub(" ", t).strip().rstrip(".!?;,").strip().strip("\"'“”‘’«»").strip()
 
 
+def claim_key(subject: str, predicate: str) -> tuple[str, str]:
+    """The claim a fact makes, (subject, predicate) in their comparison forms: the facts that can
+    shadow or supersede each other share it (`Fact.key`)."""
+    return norm(subject), norm(predicate)
+
+
 _JOINED = re.compile(r"(?<=[^\W\d_])-(?=[^\W\d_])")  # a hyphen between letters: "Wi-Fi" is "wifi"
 
 
@@ -191,7 +197,7 @@ class FactProposal:
 
     @property
     def key(self) -> tuple[str, str]:
-        return norm(self.subject), norm(self.predicate)
+        return claim_key(self.subject, self.predicate)
 
 
 @dataclass(frozen=True)
@@ -225,7 +231,7 @@ class Fact:
 
     @property
     def key(self) -> tuple[str, str]:
-        return norm(self.subject), norm(self.predicate)
+        return claim_key(self.subject, self.predicate)
 
     @property
     def value_key(self) -> str:

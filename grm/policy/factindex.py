@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from grm.policy.fact import Fact, Scope
+from grm.policy.fact import Fact, Scope, claim_key
 from grm.policy.fold import RETIRED
 from grm.policy.ledger import FACT, GRAFT, SUPPORT, view
 from grm.policy.stale import StaleValue, stale_values
@@ -181,7 +181,7 @@ class FactIndex:
         self._drop(kind, key)
         self.rows[kind][key] = rec
         if kind == FACT:
-            claim = Fact.from_meta(key, rec.meta, rec.state).key
+            claim = claim_key(rec.meta["subject"], rec.meta["predicate"])  # `Fact.key`, the view built later
             self.claim_of[key] = claim
             self.claims.setdefault(claim, set()).add(key)
             self._touch(key)

@@ -31,15 +31,20 @@ _MAX_QUERY_TOKENS = 64
 
 
 class StoreReads:
+    def _out(self: Store, rec: Record) -> Record:
+        """`rec` as a caller gets it: a row whose meta it may mutate without touching the store (a
+        copy where the host state holds the row; a catalog's row is built afresh for this read)."""
+        return exported(rec) if self._state.holds_rows else rec
+
     def get(self: Store, tenant: str, kind: str, key: str) -> Record | None:
         self._check_open()
         rec = self._state.get(check_name("tenant", tenant), check_name("kind", kind), key)
-        return exported(rec) if rec is not None else None
+        return self._out(rec) if rec is not None else None
 
     def children(self: Store, tenant: str, kind: str, parent: str) -> list[Record]:
         self._check_open()
         rows = self._state.children(check_name("tenant", tenant), check_name("kind", kind), parent)
-        return [exported(r) for r in sorted(rows, key=lambda r: r.lsn) if r.state == "active"]
+        return [self._out(r) for r in sorted(rows, key=lambda r: r.lsn) if r.state == "active"]
 
     def records(self: Store, tenant: str | None = None, kind: str | None = None) -> Iterator[Record]:
         self._check_open()
@@ -47,13 +52,13 @@ class StoreReads:
             check_name("tenant", tenant)
         if kind is not None:
             check_name("kind", kind)
-        return (exported(r) for r in self._state.records(tenant, kind))
+        return (self._out(r) for r in self._state.records(tenant, kind))
 
     def rows_since(self: Store, tenant: str, kind: str, lsn: int) -> tuple[list[Record], int]:
         """See `grm.store.backend.ChangeFeed`."""
         self._check_open()
         rows, n = self._state.since(check_name("tenant", tenant), check_name("kind", kind), lsn)
-        return [exported(r) for r in rows], n
+        return [self._out(r) for r in rows], n
 
     def keys(self: Store, tenant: str, kind: str) -> set[str]:
         """See `grm.store.backend.ChangeFeed`."""
@@ -119,7 +124,7 @@ class StoreReads:
         for found, score in hits:
             rec = self._state.current(found)
             if rec is not None and rec.state == "active":
-                out.append((exported(rec), score))
+                out.append((self._out(rec), score))
         return out
 
     def stats(self: Store) -> dict:

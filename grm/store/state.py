@@ -25,6 +25,11 @@ _RowKey = tuple[str, str]  # (tenant, kind)
 
 
 class HostState:
+    # Whether the rows it returns are the ones it holds (the store then hands callers copies, so
+    # a caller mutating a row's meta changes nothing here); a catalog-backed state builds each
+    # row it returns afresh from SQLite, and nobody else holds it.
+    holds_rows = True
+
     def __init__(self, open_text: TextOpener | None = None, open_body: BodyOpener | None = None,
                  open_row: RowOpener | None = None) -> None:
         self.mode: str | None = None  # durability mode of the last "mode" record (None: never logged)
@@ -204,6 +209,8 @@ class CatalogState(HostState):
     DatabaseError the store answers with a rebuild from checkpoint + log). Recovery's replay
     writes through `put` / `delete` inside one catalog transaction, committed by `finish`;
     live commits go through `Catalog.apply` (the store calls `committed`)."""
+
+    holds_rows = False
 
     def __init__(self, catalog, heal: Callable[[], None] | None = None) -> None:
         super().__init__()

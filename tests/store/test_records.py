@@ -91,13 +91,21 @@ def test_delete_and_set_state(root: Path) -> None:
             s.set_state("t", "block", "k", "gone")
 
 
-def test_meta_is_a_private_copy(root: Path) -> None:
-    with open_store(root) as s:
+@pytest.mark.parametrize("where", ["catalog", "memory"])
+def test_meta_is_a_private_copy(root: Path, where: str) -> None:
+    """Whether the rows live in the catalog (read afresh, handed out as read) or in memory (held,
+    handed out as copies), no read lets a caller change the store's row."""
+    s = open_store(root) if where == "catalog" else memory_store()[0]
+    with s:
         meta = {"list": [1, 2]}
-        r = s.put("t", "block", "k", meta=meta)
+        r = s.put("t", "block", "k", meta=meta, parent="p", text="some words")
         meta["list"].append(3)
         r.meta["list"].append(4)
         s.get("t", "block", "k").meta["new"] = 1
+        next(iter(s.records("t", "block"))).meta["list"].append(5)
+        s.children("t", "block", "p")[0].meta["list"].append(6)
+        s.rows_since("t", "block", 0)[0][0].meta["list"].append(7)
+        s.search_text("t", "words")[0][0].meta["list"].append(8)
         assert s.get("t", "block", "k").meta == {"list": [1, 2]}
 
 
