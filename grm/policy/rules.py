@@ -43,7 +43,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from grm.policy.fact import MULTI_VALUED, Fact, Scope, norm, rank, stems, value_like
+from grm.policy.fact import MULTI_VALUED, Fact, Scope, claim_key, norm, rank, stems, value_like
 
 ACTIONS = ("create", "reinforce", "supersede", "review")
 WHICH = "which one?"  # the end of a review's reason when several facts could be the one meant
@@ -64,7 +64,7 @@ class Candidate:
 
     @property
     def key(self) -> tuple[str, str]:
-        return norm(self.subject), norm(self.predicate)
+        return claim_key(self.subject, self.predicate)
 
 
 @dataclass(frozen=True)

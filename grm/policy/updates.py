@@ -79,7 +79,7 @@ from dataclasses import replace
 
 from grm.english.dates import WEEKDAY
 from grm.english.words import stem
-from grm.policy.fact import MULTI_VALUED, FactProposal, norm, value_like
+from grm.policy.fact import MULTI_VALUED, FactProposal, claim_key, norm, value_like
 
 _OWNER = r"(?:my|our|the|(?-i:[A-Z])[\w-]*['’]s)"  # "my bank", "the gate code", "Anna's phone number"
 _S = rf"(?P<s>{_OWNER}\s+[\w'’-]+(?:\s+[\w'’-]+){{0,4}}?)"
@@ -433,7 +433,7 @@ def adopt(p: FactProposal, subject: str, predicate: str, old_statement: str, old
     """`p` as the claim it updates: the superseded fact's subject and predicate (one lineage, so
     the next update and the stale-value check find it: "yoga" -> "My yoga class"), its statement
     restated (`restate`), else canonical in the old fact's words."""
-    if (norm(p.subject), norm(p.predicate)) != (norm(subject), norm(predicate)):
+    if p.key != claim_key(subject, predicate):
         said = f"{subject} {predicate} {p.value}"
         p = replace(p, subject=subject, predicate=predicate, statement=said[0].upper() + said[1:])
     return restate(p, old_statement, old_value)
