@@ -6,7 +6,8 @@ worker.
 
 Lifecycle (who calls what, when):
 1. `Engine.open(runtime_config, serve_config)` loads the model and opens the store (one Runtime);
-   `start()` starts the worker thread. `ready` is True from then on (GET /readyz).
+   `start(tenants)` builds the served tenants' routing state (their fact and graft indexes) and
+   starts the worker thread. `ready` is True from then on (GET /readyz).
 2. Request handlers (asyncio, grm/serve/openai_api.py, memory_api.py, ask_api.py, ui.py) call
    `complete(...)`, `ask(...)`, `run(tenant, fn)` or `ingest(...)`; each returns a `Job` at once, or raises ApiError: 429 +
    Retry-After for a key with `queue` jobs waiting, or over its byte quota (`tenant_bytes`) for a
@@ -47,7 +48,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -172,7 +173,14 @@ class Engine(Generations):
                            "generated", "invalid_request_error", "context_length_exceeded", "messages")
 
     # ----- the worker -------------------------------------------------------------------------
-    def start(self) -> "Engine":
+    def start(self, tenants: Iterable[str] = ()) -> "Engine":
+        """Build each of `tenants`' routing state (its fact and graft indexes, read from the store:
+        seconds at 10^4-10^5 facts), then start the worker: the first question of a served tenant
+        does not pay for it, and /readyz says ready only after it."""
+        for tenant in tenants:
+            t0 = time.perf_counter()
+            self.view(tenant).policy_glue().exclusions()
+            log.info("tenant %s: routing state built in %.2f s", tenant, time.perf_counter() - t0)
         self._worker = threading.Thread(target=self._work, name="grm-model-worker", daemon=True)
         self._worker.start()
         return self

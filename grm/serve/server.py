@@ -42,8 +42,14 @@ def build(runtime_config: Any, config: ServeConfig, engine: Engine | None = None
     else:
         engine.metrics = metrics
         metrics.bind_engine(engine)
-    engine.start()
+    engine.start(served_tenants(config, keyring))
     return create_app(engine, config, keyring, metrics, local), engine
+
+
+def served_tenants(config: ServeConfig, keyring: KeyRing | None) -> list[str]:
+    """The tenants this server answers for, as it starts: its keys' (they can be added while it
+    runs), or the one tenant of an unauthenticated server."""
+    return keyring.tenants if keyring is not None else [config.tenant]
 
 
 def _uvicorn(app: Any, config: ServeConfig, port: int, fd: int | None = None) -> uvicorn.Server:
@@ -118,7 +124,7 @@ def serve(runtime_config: Any, config: ServeConfig) -> int:
         port = _bound_port(server, config.port)
         publish(app, runtime_config, config, None, port, token)
         try:
-            engine = Engine.open(runtime_config, config, metrics).start()
+            engine = Engine.open(runtime_config, config, metrics).start(served_tenants(config, keyring))
         except BaseException as e:  # raised in the main thread once the server stopped
             failed.append(e)
             server.should_exit = True

@@ -209,3 +209,27 @@ def test_a_model_that_cannot_load_ends_serve_with_one_line(tmp_path):
     r = grm("serve", "--no-auth", "--port", str(free_port()), "--model", "no-such-model",
             "--store", str(tmp_path / "s"))
     assert r.returncode == 2 and "no-such-model" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_served_tenants_routing_state_is_built_before_the_server_is_ready(tmp_path):
+    """A server builds each served tenant's fact and graft indexes as it starts (Engine.start), so
+    the first question does not pay for reading every fact; a request then reads only the rows
+    written since (no second listing)."""
+    from grm.runtime import Runtime
+    from tests.serve.conftest import start
+
+    cache = Path(os.environ.get("GRM_CACHE", Path.home() / ".cache" / "grm"))
+    with Runtime.open(store=tmp_path / "store", cache_dir=cache, model=MODEL, tenant="alice", threads=2) as rt:
+        rt.chat().send("remember permanently: my locker code is 4471")
+    bg, srv = start(tmp_path)
+    try:
+        alice = srv.engine.view("alice")
+        facts, grafts = alice.policy_glue().policy.index, alice.ctx.grafts.index()
+        listed = facts.full_reads
+        assert listed > 0 and grafts.full_reads == 1  # built before any request came
+        assert [f.value for f in facts.live.values()] == ["4471"]
+        body = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "What is my locker code?"}]}
+        assert httpx.post(srv.url + "/v1/chat/completions", json=body, headers=srv.headers("alice")).status_code == 200
+        assert (facts.full_reads, grafts.full_reads) == (listed, 1)
+    finally:
+        bg.stop()
