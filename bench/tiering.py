@@ -42,7 +42,7 @@ EVICT_KEEP = 0.25
 POLICY = dict(k=64, iters=8, max_train=4000, train_tokens=8192, min_train_tokens=4096)
 CHAT = [("My locker number is 4821.", "Noted."), ("Our team meets in room 316 on Tuesdays.", "Got it."),
         ("The backup server is called Halvard.", "OK."), ("My badge code is 7730.", "Noted.")]
-MAX_NEW = 12
+MAX_NEW = 12  # new tokens per answer (`--max-new`): the figures of record used 12; Qwen answers in a sentence
 
 
 def du(path: Path) -> int:
@@ -76,7 +76,7 @@ def gold_section(rt, statement: str):
     return None
 
 
-def ask_all(rt, facts: list[dict], stage: str, with_ceiling: bool) -> list[dict]:
+def ask_all(rt, facts: list[dict], stage: str, with_ceiling: bool, max_new: int = MAX_NEW) -> list[dict]:
     from grm.store.tiering import inventory
 
     tiers = {(s.tenant, s.key): s.tier for s in inventory(rt.store).spans}
@@ -88,11 +88,11 @@ def ask_all(rt, facts: list[dict], stage: str, with_ceiling: bool) -> list[dict]
                "gold_tier": tiers.get((rt.config.tenant, gold.key)) if gold else None}
         for mode in ("auto", "grafts"):
             rt.exact._sinks = None
-            a = rt.ask(q, mode=mode, max_new_tokens=MAX_NEW)
+            a = rt.ask(q, mode=mode, max_new_tokens=max_new)
             row[mode] = {"answer": a.answer, "correct": fact["answer"] in a.answer, "mode": a.mode,
                          "lossy": bool(a.lossy), "from_memory": a.tokens_from_memory, "ttft_s": round(a.ttft_s, 4)}
         if with_ceiling and gold is not None:
-            g = ask_gold(rt, gold.text, q, MAX_NEW)
+            g = ask_gold(rt, gold.text, q, max_new)
             row["ceiling"] = {"answer": g["answer"], "correct": fact["answer"] in g["answer"]}
         out.append(row)
         print(f"    [{stage}] {fact['answer']} tier={row['gold_tier']} auto={row['auto']['answer'][:30]!r} "
@@ -109,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
     quick = getattr(args, "quick", False)
     n_facts, articles = (6, 8) if quick else (args.facts, args.articles)
     threads = args.threads or 2
+    max_new = getattr(args, "max_new", MAX_NEW)
     facts = make_facts(n_facts, __import__("random").Random(SEED))
     corpus, _ = build_corpus(facts, articles=articles)
     work = Path(tempfile.mkdtemp(prefix="grm-bench-tiering-"))
@@ -133,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
             rt.remember_exchange(user, reply, "bench", i + 1)
             timeline.append(snapshot(rt, f"ingest part {i + 1} + chat turn", None, store, t0))
         full = inventory(rt.store).footprint
-        answers += ask_all(rt, facts, "exact", with_ceiling=True)
+        answers += ask_all(rt, facts, "exact", with_ceiling=True, max_new=max_new)
     budgets = {"after demotion": int(full * BUDGET_DEMOTE), "after eviction": 0}
     runs = []
     for stage in budgets:
@@ -155,7 +156,7 @@ def main(args: argparse.Namespace) -> int:
             runs[-1]["fact_grafts"] = len(fact_rows)
             runs[-1]["fact_grafts_moved"] = sum(1 for r in fact_rows if r.meta.get("tier") or r.payload is None)
         with Runtime.open(**opts) as rt:
-            answers += ask_all(rt, facts, stage, with_ceiling=False)
+            answers += ask_all(rt, facts, stage, with_ceiling=False, max_new=max_new)
     # a long-lived process: one more document and chat turn written under the last budget, policy after each write
     with Runtime.open(**opts) as rt:
         policy = TieringPolicy(rt.store, rt.lm, rt.dialect, None, PolicyConfig(**POLICY),
@@ -190,7 +191,7 @@ def main(args: argparse.Namespace) -> int:
                      f"| {r['at']} | - | {r['footprint'] / 1e6:.1f} | {r['exact_bytes'] / 1e6:.1f} | "
                      f"{r['archive_bytes'] / 1e6:.2f} | {r['text_spans']} | {r['kept_bytes'] / 1e6:.2f} | "
                      f"{r['disk_bytes'] / 1e6:.1f} | - |")
-    table += ["", f"Recall, plain questions, side by side (in-context ceiling: {ceiling}); in brackets: "
+    table += ["", f"Recall, plain questions ({max_new} new tokens), side by side (in-context ceiling: {ceiling}); in brackets: "
               "the questions whose section was in that tier at that stage:", "",
               "| stage | default flags (auto) | grafts, 1 graft | by tier, default | by tier, grafts |", "|---|---|---|---|---|"]
     for s in stages:
@@ -204,9 +205,10 @@ def main(args: argparse.Namespace) -> int:
         table.append(f"| {r['stage']} | {r['budget'] / 1e6:.1f} | {r['seconds']} | {r['demote']} | {r['evict']} | "
                      f"{r['drop']} | {r['trained_codebooks'] or '-'} | {r['fact_grafts_moved']} / {r['fact_grafts']} | {r['after_bytes'] / 1e6:.1f} |")
     cmd = "python bench/tiering.py" + (f" --model {args.model}" if args.model else "") + (
-        "" if quick else f" --articles {articles} --facts {n_facts}")
+        "" if quick else f" --articles {articles} --facts {n_facts}") + (f" --max-new {max_new}" if max_new != MAX_NEW else "")
     model = args.model or DEFAULT_MODEL
-    write_results("tiering" if model == "smollm2-135m" else f"tiering-{model}", {"model": model, "corpus_tokens": tokens, "facts": n_facts,
+    name = ("tiering" if model == "smollm2-135m" else f"tiering-{model}") + (f"-max-new{max_new}" if max_new != MAX_NEW else "")
+    write_results(name, {"model": model, "max_new": max_new, "corpus_tokens": tokens, "facts": n_facts,
                               "policy": POLICY, "evict_keep": EVICT_KEEP,
                               "parts": PARTS, "budgets": budgets, "full_exact_footprint": full, "timeline": timeline,
                               "runs": runs, "answers": answers, "seconds": round(time.perf_counter() - t0, 1)},
@@ -218,6 +220,9 @@ def main(args: argparse.Namespace) -> int:
 def flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--facts", type=int, default=20, help="facts inserted and asked (default 20)")
     p.add_argument("--articles", type=int, default=80, help="news articles of the corpus (default 80)")
+    p.add_argument("--max-new", type=int, default=MAX_NEW,
+                   help=f"new tokens per answer (default {MAX_NEW}, as recorded; a model that answers in a sentence "
+                        "and reads one token per digit needs about 32)")
 
 
 if __name__ == "__main__":
