@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+TAG = ""  # run_cli's --tag: appended to every results name this run writes, so a re-run keeps the earlier file
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's grm, when run as a script
 from grm.demo.news import GENSIM, NEWS_MEMBER, cache_dir, news_corpus  # noqa: E402,F401  (one fetcher)
 
@@ -35,7 +36,10 @@ def machine() -> dict:
 
 
 def write_results(name: str, data: dict, table: list[str], command: str, quick: bool = False) -> None:
-    """Write bench/results/NAME.json and .md (NAME-quick.* for smoke runs, which are not committed)."""
+    """Write bench/results/NAME.json and .md (NAME-TAG.* with `--tag TAG`; NAME-quick.* for smoke
+    runs, which are not committed)."""
+    if TAG:
+        name, command = f"{name}-{TAG}", f"{command} --tag {TAG}"
     if quick:
         name, command = f"{name}-quick", f"{command} --quick"
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -57,9 +61,25 @@ def run_cli(main, flags=None) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--tag", type=_tag, default=None,
+                   help="append -TAG to the results' names (bench/results/NAME-TAG.md), so a re-run does not "
+                        "overwrite an earlier run's files")
     if flags is not None:
         flags(p)
-    sys.exit(main(p.parse_args()))
+    args = p.parse_args()
+    global TAG
+    TAG = args.tag or ""
+    sys.exit(main(args))
+
+
+def _tag(text: str) -> str:
+    """A results-name suffix: letters, digits, dots and dashes only (it becomes part of a file name)."""
+    import argparse
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]*", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: letters, digits, dots and dashes only")
+    return text
 
 
 class RawBandwidth:

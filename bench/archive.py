@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.lib
-from _common import cache_dir, news_corpus, write_results  # noqa: E402
+from _common import cache_dir, news_corpus, run_cli, write_results  # noqa: E402
 from grm.models.registry import DEFAULT_MODEL  # noqa: E402
 
 EVAL_ARTICLES = 60  # articles [0, 60) are held out for evaluation (~14k tokens)
@@ -456,13 +456,12 @@ def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, 
     return out
 
 
-if __name__ == "__main__":
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default=None)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--quick", action="store_true")
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-windows", type=int, default=None, help=f"held-out windows (full run: {FULL['eval_windows']})")
     p.add_argument("--train-windows", type=int, default=None, help="training windows (full run: every full one, 50)")
     p.add_argument("--check-windows", type=int, default=None, help=f"float64 checks (full run: {FULL['check_windows']})")
     p.add_argument("--check-tokens", type=int, default=None, help="seats of each checked window (full run: all)")
-    sys.exit(main(p.parse_args()))
+
+
+if __name__ == "__main__":
+    run_cli(main, _flags)

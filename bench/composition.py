@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import news_corpus, write_results  # noqa: E402
+from _common import news_corpus, run_cli, write_results  # noqa: E402
 from recall import make_facts  # noqa: E402
 
 SEED = 20261202
@@ -74,6 +74,9 @@ def answer(rt, grafts, order: list[int], method: str, question: str) -> tuple[st
     return text, computed
 
 
+SIZES, ORDERS = "2,4,8", "document,reversed,routed"  # the full run
+
+
 def main(args: argparse.Namespace) -> int:
     import torch
 
@@ -81,13 +84,14 @@ def main(args: argparse.Namespace) -> int:
 
     threads = args.threads or 2
     torch.set_num_threads(threads)
-    sizes = (2, 4) if args.quick else tuple(int(x) for x in args.sizes.split(","))
-    orders = tuple(args.orders.split(","))
+    given = getattr(args, "sizes", SIZES), getattr(args, "orders", ORDERS)  # `grm bench composition` passes neither
+    sizes = (2, 4) if args.quick else tuple(int(x) for x in given[0].split(","))
+    orders = tuple(given[1].split(","))
     t0 = time.perf_counter()
     res: dict = {"sizes": {}}
-    name = "composition" if args.sizes == "2,4,8" and args.orders == "document,reversed,routed" else \
-        f"composition-{args.sizes.replace(',', '-')}-{args.orders.replace(',', '-')}"
-    cmd = f"python bench/composition.py --threads {threads} --sizes {args.sizes} --orders {args.orders}"
+    name = "composition" if given == (SIZES, ORDERS) else \
+        f"composition-{given[0].replace(',', '-')}-{given[1].replace(',', '-')}"
+    cmd = f"python bench/composition.py --threads {threads} --sizes {given[0]} --orders {given[1]}"
     with tempfile.TemporaryDirectory() as d, Runtime.open(store=Path(d) / "s", model=args.model, threads=threads,
                                                           section_tokens=600) as rt:
         docs = documents(rt.lm.tokenizer, max(sizes))
@@ -142,15 +146,10 @@ def _table(res: dict) -> list[str]:
     return out
 
 
-def cli() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default=None)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--sizes", default="2,4,8", help="grafts mounted together, comma-separated")
-    p.add_argument("--orders", default="document,reversed,routed")
-    sys.exit(main(p.parse_args()))
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", default=SIZES, help="grafts mounted together, comma-separated (default %(default)s)")
+    p.add_argument("--orders", default=ORDERS, help="orders of the mounted grafts (default %(default)s)")
 
 
 if __name__ == "__main__":
-    cli()
+    run_cli(main, _flags)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _common import write_results  # noqa: E402
+from _common import run_cli, write_results  # noqa: E402
 from reliability_attacks import carried  # noqa: E402
 
 from grm.store import Store, StoreConfig  # noqa: E402
@@ -190,7 +190,4 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser()
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--quick", action="store_true")
-    sys.exit(main(p.parse_args()))
+    run_cli(main)

@@ -102,3 +102,29 @@ def test_a_bench_folder_that_is_not_ours_is_not_a_checkout(tmp_path: Path, missi
     target = bench / missing
     shutil.rmtree(target) if target.is_dir() else target.unlink()
     assert bench_cli.benchmarks(bench) is None
+
+
+def test_a_tagged_run_writes_its_results_beside_the_untagged_ones(tmp_path: Path):
+    """`python bench/NAME.py --tag T` writes NAME-T.json/.md (the tag in the recorded command), so a
+    re-run does not overwrite the earlier run's files; a tag that is not a plain name is a usage error."""
+    script = tmp_path / "hello.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+        "from pathlib import Path\nimport _common\n"
+        f"_common.RESULTS = Path({str(tmp_path / 'results')!r})\n"
+        "def main(args):\n"
+        "    _common.write_results('hello', {}, ['| a |'], 'python bench/hello.py')\n"
+        "    return 0\n"
+        "_common.run_cli(main)\n")
+
+    def run(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), *flags], capture_output=True, text=True, timeout=120)
+
+    assert run().returncode == 0 and run("--tag", "rerun-2").returncode == 0
+    results = tmp_path / "results"
+    assert sorted(p.name for p in results.iterdir()) == ["hello-rerun-2.json", "hello-rerun-2.md", "hello.json", "hello.md"]
+    assert "- command: `python bench/hello.py --tag rerun-2`" in (results / "hello-rerun-2.md").read_text()
+    assert "--tag" not in (results / "hello.md").read_text()
+    bad = run("--tag", "../x")
+    assert bad.returncode == 2 and "letters, digits, dots and dashes only" in bad.stderr
+    assert not (tmp_path / "x.md").exists() and len(list(results.iterdir())) == 4
