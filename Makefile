@@ -30,8 +30,10 @@ services:
 	@command -v chromedriver >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
 	  || echo "make: chromium/chromium-driver are not installed: the inspector's browser test will be skipped" >&2
 
+# --durations: the slowest tests are named at the end of every run (the suite's aim: well under 15
+# minutes on 2 cores), so a test that grew is seen where it grew.
 test: venv services
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
 
 # Every benchmark, one after another (long: ~1 h on 2 cores); one alone: grm bench NAME.
 BENCHES ?= exact recall codec archive archive_recall reliability grafts memory
