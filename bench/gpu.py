@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -261,12 +262,15 @@ def main(args: argparse.Namespace) -> int:
     args.threads = getattr(args, "threads", None) or 2
     args.sizes = QUICK_SIZES if quick else SIZES
     work = Path(tempfile.mkdtemp(prefix="grm-bench-gpu-"))
-    t0 = time.perf_counter()
-    cold = cold_phase(args, work)
-    _release_device_memory()  # the warm process gets the device to itself
-    cmd = [sys.executable, __file__, "--warm", str(work), "--model", args.model, "--device", args.device,
-           "--dtype", args.dtype, "--threads", str(args.threads)] + (["--quick"] if quick else [])
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
+    try:
+        t0 = time.perf_counter()
+        cold = cold_phase(args, work)
+        _release_device_memory()  # the warm process gets the device to itself
+        cmd = [sys.executable, __file__, "--warm", str(work), "--model", args.model, "--device", args.device,
+               "--dtype", args.dtype, "--threads", str(args.threads)] + (["--quick"] if quick else [])
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the store and the cold logits: GBs at 32k tokens
     warm = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     rows = []
     for c, w in zip(cold, warm):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -252,6 +253,7 @@ def main(args: argparse.Namespace) -> int:
         conv = conversations(srv, "chat", model, doc, turns, max_tokens)
     finally:
         code = srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
     reuse = [r["history_reuse"] for r in conv if "history_reuse" in r]
     conv_errors = [r for r in conv if "error" in r]
     speedup = off["server_ttft_p50_s"] / on["server_ttft_p50_s"]
@@ -309,6 +311,7 @@ def chat_only(args: argparse.Namespace) -> int:
         conv = conversations(srv, "chat", model, document(False), TURNS, 8)
     finally:
         code = srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
     errors = [r for r in conv if "error" in r]
     reuse = [r["history_reuse"] for r in conv if "history_reuse" in r]
     targets = {"history_reuse_ge_0.95_every_turn": bool(reuse) and min(reuse) >= 0.95, "zero_errors": not errors,

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,17 +29,19 @@ FIELDS = ("tokens", "doc_tokens", "cold_s", "ingest_s", "warm_store_s", "warm_ho
 SPLIT = ("load_s", "fetch_s", "commit_s", "raw_read_s", "raw_sha256_s", "h2d_s", "model_s", "tier_load_s", "tier_model_s")
 
 
-def _run(device: str, name: str) -> dict:
+def _run(device: str, name: str, tmp: Path) -> dict:
+    """The run's results; its work folder (under `tmp`, the run's TMPDIR) is gone after it."""
     out = ROOT / "bench" / "results" / f"{name}.json"
     out.unlink(missing_ok=True)
     proc = subprocess.run([sys.executable, "-m", "grm", "bench", "gpu", "--device", device, "--quick", "--threads", "2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmp)})
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not list(tmp.glob("grm-bench-*"))  # its store and cold logits are removed, not left in /tmp
     return json.loads(out.read_text())
 
 
-def test_gpu_bench_runs_on_cpu_quick():
-    data = _run("cpu", "gpu-cpu-quick")
+def test_gpu_bench_runs_on_cpu_quick(tmp_path):
+    data = _run("cpu", "gpu-cpu-quick", tmp_path)
     assert data["command"].startswith("grm bench gpu --device cpu") and data["model"] == "random:llama-3-8b@small"
     assert data["targets"]["speedup_store_new_process_32k_ge_6"] is None  # GPU targets are not judged on a CPU
     assert data["targets"]["speedup_host_tier_server_32k_ge_30"] is None
@@ -66,10 +70,10 @@ def test_gpu_bench_runs_on_cpu_quick():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-def test_gpu_bench_quick_on_the_gpu():
+def test_gpu_bench_quick_on_the_gpu(tmp_path):
     """The same steps on the accelerator (bf16 @small): every plane works there, the host plane
     and the store serve the same logits, and the mount's bandwidth is measured against raw."""
-    data = _run("cuda", "gpu-quick")
+    data = _run("cuda", "gpu-quick", tmp_path)
     for r in data["rows"]:
         assert r["device"].startswith("cuda") and r["dtype"] == "torch.bfloat16"
         assert r["tokens_from_memory"] >= r["doc_tokens"] and r["host_equals_store"] and r["top1_agree"]

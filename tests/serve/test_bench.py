@@ -4,6 +4,7 @@ hits on both memory sides, conversations reuse their history, the server exits 0
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_bench_serve_quick_runs_and_reports():
+def test_bench_serve_quick_runs_and_reports(tmp_path):
     r = subprocess.run([sys.executable, "-m", "grm", "bench", "serve", "--quick", "--threads", "2"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert not list(tmp_path.glob("grm-bench-*")), r.stderr[-2000:]  # its store and keys are removed, not left in /tmp
     out = json.loads((ROOT / "bench" / "results" / "serve-quick.json").read_text())
     sides = {s["side"]: s for s in out["sides"]}
     assert set(sides) == {"off", "ingested", "prompt-only"}, r.stderr
