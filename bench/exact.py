@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -132,7 +133,11 @@ def main(args: argparse.Namespace) -> int:
     (work / "prompts.json").write_text(json.dumps(prompts))
     cmd = [sys.executable, __file__, "--warm", str(store), str(work / "prompts.json"), str(threads),
            args.model or "", str(runs)]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
+    try:
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
+        store_bytes = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the store: about 1 GB at 16k tokens on Qwen in fp32
     warms = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for (size, doc_tokens, cold, ingest_s), w in zip(colds, warms):
         rows.append({
@@ -152,7 +157,6 @@ def main(args: argparse.Namespace) -> int:
             "load_over_raw": w["load_verify_s"] / w["raw_read_hash_s"], "ingest_s": ingest_s,
             "chain_bytes_per_token": w["payload_bytes"] / doc_tokens,
         })
-    store_bytes = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
     doc_tokens_total = sum(c[1] for c in colds)
     targets = {"speedup_2048_ge_10": None, "speedup_6000_ge_25": None,
                "memory_share_ge_0.99": all(r["memory_share_of_document"] >= 0.99 for r in rows),

@@ -402,6 +402,7 @@ def main(args: argparse.Namespace) -> int:
             + flags.replace(" --", "-").replace(" ", ""))
     command = (f"grm bench recall --threads {threads}" + (f" --model {args.model}" if args.model else "")
                + ("" if args.layout == "sections" else f" --layout {args.layout}") + flags)
+    shutil.rmtree(work, ignore_errors=True)  # the corpus and its store
     write_results(name, {"model": args.model or DEFAULT_MODEL, "threads": threads, "layout": args.layout,
                          "max_new": max_new, "summary": summary, "modes": rows}, table, command, quick=quick)
     print("\n".join(table))
