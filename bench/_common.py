@@ -61,15 +61,25 @@ def run_cli(main, flags=None) -> None:
     p.add_argument("--model", default=None)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true")
+    tag_flag(p)
+    if flags is not None:
+        flags(p)
+    sys.exit(main(tagged(p.parse_args())))
+
+
+def tag_flag(p) -> None:
+    """`--tag TAG` on a benchmark's parser (run_cli's; a benchmark with a parser of its own adds it
+    here and passes its parsed flags through `tagged`)."""
     p.add_argument("--tag", type=_tag, default=None,
                    help="append -TAG to the results' names (bench/results/NAME-TAG.md), so a re-run does not "
                         "overwrite an earlier run's files")
-    if flags is not None:
-        flags(p)
-    args = p.parse_args()
+
+
+def tagged(args):
+    """`args` after taking its --tag for every write_results of this run."""
     global TAG
-    TAG = args.tag or ""
-    sys.exit(main(args))
+    TAG = getattr(args, "tag", None) or ""
+    return args
 
 
 def _tag(text: str) -> str:

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RawBandwidth, write_results  # noqa: E402
+from _common import RawBandwidth, tag_flag, tagged, write_results  # noqa: E402
 
 SIZES = (8192, 32768)
 QUICK_SIZES = (512, 2048)
@@ -342,11 +342,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true")
+    tag_flag(p)
     return p
 
 
 if __name__ == "__main__":
-    a = _parser().parse_args()
+    a = tagged(_parser().parse_args())
     if a.warm:
         a.sizes = QUICK_SIZES if a.quick else SIZES
         warm_phase(a, Path(a.warm))

@@ -558,6 +558,8 @@ if __name__ == "__main__":
         sys.exit(0)
     import argparse
 
+    from bench._common import tag_flag, tagged  # the module write_results is taken from in main
+
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=None)
@@ -565,4 +567,5 @@ if __name__ == "__main__":
     p.add_argument("--threads", type=int, default=1, help="torch threads of the graft phase")
     p.add_argument("--from", dest="from_files", nargs="+", default=None, metavar="JSON",
                    help="table the outputs of earlier `--one N DIR` runs instead of running")
-    sys.exit(main(p.parse_args()))
+    tag_flag(p)
+    sys.exit(main(tagged(p.parse_args())))
