@@ -86,8 +86,11 @@ def main(args) -> int:
 if __name__ == "__main__":
     import argparse
 
+    from bench._common import tag_flag, tagged  # the module write_results is taken from in main
+
     p = argparse.ArgumentParser()
     p.add_argument("--model", default=None)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true")
-    print(json.dumps(main(p.parse_args())))
+    tag_flag(p)
+    print(json.dumps(main(tagged(p.parse_args()))))
