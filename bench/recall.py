@@ -308,43 +308,46 @@ def main(args: argparse.Namespace) -> int:
     facts = make_facts(n_facts, rng)
     corpus, depths = build_corpus(facts, articles=20 if quick else None)
     work = Path(tempfile.mkdtemp(prefix="grm-bench-recall-"))
-    (work / "corpus.txt").write_text(corpus, encoding="utf-8")
-    per_mode: dict[str, list[dict]] = {m: [] for m in ("exact-section", "rag-text", "grafts", "none", "ceiling")}
-    misses = []
-    channel_hits = {c: 0 for c in CHANNELS}
-    with Runtime.open(store=work / "store", model=args.model, threads=threads, section_tokens=SECTION_TOKENS,
-                      graft_k=3) as rt:
-        corpus_tokens = len(rt.lm.tokenizer.encode(corpus))
-        dtype = str(rt.lm.model.dtype).replace("torch.", "")
-        t = time.perf_counter()
-        ingest = rt.ingest([work / "corpus.txt"], layout=args.layout, progress=sys.stderr.isatty())[0]
-        ingest_s = time.perf_counter() - t
-        for qi, fact in enumerate(facts):
-            for channel in CHANNELS:
-                got = rt.sections.select(fact["question"], k=1, channel=channel)
-                channel_hits[channel] += bool(got) and fact["statement"] in (got[0].record.text or "")
-            hit = rt.sections.select(fact["question"], k=1)
-            selected_ok = bool(hit) and fact["statement"] in (hit[0].record.text or "")
-            if not selected_ok:
-                misses.append({"question": fact["question"], "selected": (hit[0].record.text or "")[:80] if hit else None})
-            modes = ["exact-section", "rag-text", "grafts"] + (["none"] if qi % none_every == 0 and not args.skip_slow else [])
-            for mode in modes:
-                rt.exact._sinks = None  # empty the runtime's own cache: reuse only from the store
-                a = rt.ask(fact["question"], mode=mode, max_new_tokens=max_new).to_json()
-                a["correct"] = fact["answer"] in a["answer"]
-                per_mode[mode].append(a)
-            if selected_ok:
-                gold = dict(per_mode["rag-text"][-1])  # the same computation as the gold section read as text
-            else:
-                gold_rec = next(r for r in rt.store.records("default", "block") if fact["statement"] in (r.text or ""))
-                rt.exact._sinks = None
-                gold = ask_gold(rt, gold_rec.text, fact["question"], max_new)
-                gold["correct"] = fact["answer"] in gold["answer"]
-            per_mode["ceiling"].append(gold)
-            print(f"[{qi + 1}/{n_facts}] {fact['answer']} exact-section={per_mode['exact-section'][-1]['answer'][:40]!r}",
-                  file=sys.stderr, flush=True)
-    long_rows = ({} if args.skip_slow else
-                 long_sections(args, threads, facts[: (4 if quick else LONG_SUBSET)], work / "corpus.txt", max_new))
+    try:
+        (work / "corpus.txt").write_text(corpus, encoding="utf-8")
+        per_mode: dict[str, list[dict]] = {m: [] for m in ("exact-section", "rag-text", "grafts", "none", "ceiling")}
+        misses = []
+        channel_hits = {c: 0 for c in CHANNELS}
+        with Runtime.open(store=work / "store", model=args.model, threads=threads, section_tokens=SECTION_TOKENS,
+                          graft_k=3) as rt:
+            corpus_tokens = len(rt.lm.tokenizer.encode(corpus))
+            dtype = str(rt.lm.model.dtype).replace("torch.", "")
+            t = time.perf_counter()
+            ingest = rt.ingest([work / "corpus.txt"], layout=args.layout, progress=sys.stderr.isatty())[0]
+            ingest_s = time.perf_counter() - t
+            for qi, fact in enumerate(facts):
+                for channel in CHANNELS:
+                    got = rt.sections.select(fact["question"], k=1, channel=channel)
+                    channel_hits[channel] += bool(got) and fact["statement"] in (got[0].record.text or "")
+                hit = rt.sections.select(fact["question"], k=1)
+                selected_ok = bool(hit) and fact["statement"] in (hit[0].record.text or "")
+                if not selected_ok:
+                    misses.append({"question": fact["question"], "selected": (hit[0].record.text or "")[:80] if hit else None})
+                modes = ["exact-section", "rag-text", "grafts"] + (["none"] if qi % none_every == 0 and not args.skip_slow else [])
+                for mode in modes:
+                    rt.exact._sinks = None  # empty the runtime's own cache: reuse only from the store
+                    a = rt.ask(fact["question"], mode=mode, max_new_tokens=max_new).to_json()
+                    a["correct"] = fact["answer"] in a["answer"]
+                    per_mode[mode].append(a)
+                if selected_ok:
+                    gold = dict(per_mode["rag-text"][-1])  # the same computation as the gold section read as text
+                else:
+                    gold_rec = next(r for r in rt.store.records("default", "block") if fact["statement"] in (r.text or ""))
+                    rt.exact._sinks = None
+                    gold = ask_gold(rt, gold_rec.text, fact["question"], max_new)
+                    gold["correct"] = fact["answer"] in gold["answer"]
+                per_mode["ceiling"].append(gold)
+                print(f"[{qi + 1}/{n_facts}] {fact['answer']} exact-section={per_mode['exact-section'][-1]['answer'][:40]!r}",
+                      file=sys.stderr, flush=True)
+        long_rows = ({} if args.skip_slow else
+                     long_sections(args, threads, facts[: (4 if quick else LONG_SUBSET)], work / "corpus.txt", max_new))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the corpus and its store
     rows = {}
     for mode, answers in per_mode.items():
         if not answers:
@@ -402,7 +405,6 @@ def main(args: argparse.Namespace) -> int:
             + flags.replace(" --", "-").replace(" ", ""))
     command = (f"grm bench recall --threads {threads}" + (f" --model {args.model}" if args.model else "")
                + ("" if args.layout == "sections" else f" --layout {args.layout}") + flags)
-    shutil.rmtree(work, ignore_errors=True)  # the corpus and its store
     write_results(name, {"model": args.model or DEFAULT_MODEL, "threads": threads, "layout": args.layout,
                          "max_new": max_new, "summary": summary, "modes": rows}, table, command, quick=quick)
     print("\n".join(table))
