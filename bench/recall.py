@@ -203,18 +203,21 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
     facts = forms_facts(random.Random(SEED + 7))
     corpus, _ = build_corpus(facts, articles=FORMS_ARTICLES)
     work = Path(tempfile.mkdtemp(prefix="grm-bench-recall-forms-"))
-    (work / "corpus.txt").write_text(corpus, encoding="utf-8")
-    probes = []
-    t0 = time.perf_counter()
-    with Runtime.open(store=work / "store", model=args.model, threads=threads) as rt:
-        dtype = str(rt.lm.model.dtype).replace("torch.", "")
-        ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0]
-        ingest_s = time.perf_counter() - t0
-        for qi, fact in enumerate(facts):
-            row = {"split": fact["split"], **ask_forms(rt, fact, max_new, not no_ceiling)}
-            probes.append(row)
-            print(f"[{qi + 1}/{len(facts)}] {fact['answer']} plain={row['plain']['memory'][:30]!r} "
-                  f"primed={row['primed']['memory'][:30]!r} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    try:
+        (work / "corpus.txt").write_text(corpus, encoding="utf-8")
+        probes = []
+        t0 = time.perf_counter()
+        with Runtime.open(store=work / "store", model=args.model, threads=threads) as rt:
+            dtype = str(rt.lm.model.dtype).replace("torch.", "")
+            ingest = rt.ingest([work / "corpus.txt"], layout="sections", progress=False)[0]
+            ingest_s = time.perf_counter() - t0
+            for qi, fact in enumerate(facts):
+                row = {"split": fact["split"], **ask_forms(rt, fact, max_new, not no_ceiling)}
+                probes.append(row)
+                print(f"[{qi + 1}/{len(facts)}] {fact['answer']} plain={row['plain']['memory'][:30]!r} "
+                      f"primed={row['primed']['memory'][:30]!r} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the corpus and its store
     totals, lines = forms_table(probes, "split", ("tune", "held-out", "blind", "all"), ceiling=not no_ceiling)
     table = [f"{args.model or DEFAULT_MODEL}, {dtype}, greedy, {max_new} new tokens; {len(facts)} invented facts "
              f"({FORMS_TUNE} on recall.py's templates = the lead rules' tune set, {FORMS_HELD} on questions.py's "
@@ -231,7 +234,6 @@ def main_forms(args: argparse.Namespace, threads: int) -> int:
                    "ingest_s": ingest_s, "totals": totals, "probes": probes, "seconds": time.perf_counter() - t0},
                   table, cmd)
     print("\n".join(table[:8]))
-    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
