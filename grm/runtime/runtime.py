@@ -301,8 +301,8 @@ class Runtime:
 
     def batch(self) -> batching.Batch | None:
         """A batch to generate several `answering` requests together (grm/runtime/batch.py), or
-        None where this model cannot be batched (a sliding window)."""
-        return batching.Batch(self.lm.model, self.reads) if batching.batchable(self.dialect) else None
+        None where this model cannot be batched (a sliding window; bf16 or fp16 on a CPU)."""
+        return batching.Batch(self.lm.model, self.reads) if batching.batchable(self.dialect, self.lm.model) else None
 
     def _plan(self, text: str, mode: str, max_new: int, store_prompt: bool, memory: bool,
               recall: str | None = None, chat: bool = False) -> Ready | Generator[pipeline.Pause, None, Ready]:

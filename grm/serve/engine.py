@@ -191,7 +191,8 @@ class Engine(Generations):
         torch.set_grad_enabled(False)  # grad mode is per thread; the loader turned it off only in its own
         batch = self.rt.batch() if self.config.batch > 1 else None
         if self.config.batch > 1 and batch is None:
-            log.warning("this model cannot be batched (a sliding window): answers are generated one at a time")
+            log.warning("this model cannot be batched (a sliding window, or bf16/fp16 on a CPU, where a batched "
+                        "answer could differ from the same request alone): answers are generated one at a time")
         # generations reading their prompts (chunked prefill), each paused before a forward call
         reading: deque[tuple[Job, Generator, int]] = deque()
         while True:
