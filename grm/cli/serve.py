@@ -54,8 +54,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--batch", type=positive_int, default=8, metavar="N",
                    help="answers generated together: up to N chats or completions decode in one forward call a "
                    "token, each read alone first (memory as without a batch), joining and leaving between "
-                   "tokens; 1 generates one answer at a time (default 8; a sliding-window model, or one in bf16 "
-                   "or fp16 on a CPU, is never batched: its batched answers could differ from the answers alone)")
+                   "tokens; 1 generates one answer at a time; a sliding-window model, or one in bf16 or fp16 on a "
+                   "CPU, is never batched, since its batched answers could differ from the answers alone "
+                   "(default 8)")
     p.add_argument("--prefill-chunk", type=int, default=512, metavar="N",
                    help="chunked prefill: a request joining the batch reads its prompt N tokens at a time, one "
                    "decoding step of the batch between two chunks, so running answers keep streaming while a "
