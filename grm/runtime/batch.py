@@ -40,10 +40,10 @@ T = TypeVar("T")
 def batchable(dialect: Dialect, model: torch.nn.Module) -> bool:
     """Whether sequences of this model can be read side by side with each answer the answer it
     gets alone: every layer attends to the whole context (a sliding window counts columns,
-    padding would move it), and the model does not compute in bf16/fp16 on a CPU, whose kernels
-    round a row differently with other rows beside it (SmolLM2 in bf16: batched greedy answers
-    drift from the same requests alone; in fp32 they are the same to the token,
-    tests/runtime/test_batch.py)."""
+    padding would move it), and the model does not compute in bf16/fp16 on a CPU. A CPU's matmul
+    rounds a row differently beside other rows in fp32 and bf16 alike
+    (bench/results/batch-rows-probe-session27.md); in fp32 that did not change a greedy token on
+    tests/runtime/test_batch.py's prompts, in bf16 (SmolLM2) it did."""
     reduced = model.dtype in (torch.bfloat16, torch.float16) and model.device.type == "cpu"
     return not reduced and all(window is None for window in dialect.sliding_window)
 

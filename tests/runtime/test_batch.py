@@ -109,8 +109,8 @@ def test_a_sliding_window_model_is_not_batched(make_runtime, tmp_path):
 
 
 def test_a_model_in_bf16_on_a_cpu_is_not_batched(make_runtime, tmp_path):
-    # bf16 kernels on a CPU round a row differently beside other rows: SmolLM2's batched greedy
-    # answers drifted from the same requests alone (session 27, a CPU with fast bf16)
+    # a CPU's matmul rounds a row differently beside other rows; at bf16's precision SmolLM2's
+    # batched greedy answers drifted from the same requests alone (session 27, a CPU with fast bf16)
     assert make_runtime("tiny-random-llama", dtype="bfloat16").batch() is None
     assert make_runtime("tiny-random-llama", store=tmp_path / "other", dtype="float32").batch() is not None
 
