@@ -77,14 +77,27 @@ def resolve_dtype(name: str, device: torch.device, width: int | None = None,
     return auto_cpu_dtype(width, cache_dir)
 
 
-def _cpu_name() -> str:
+_BF16_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")  # what decides how fast bf16 runs on x86
+
+
+def _cpu_name(cpuinfo: str | None = None) -> str:
+    """The CPU as the calibration keys it (from `cpuinfo`, default /proc/cpuinfo): its model name,
+    family/model/stepping and which of the bf16-relevant flags it has. The name alone is not enough:
+    VMs report "AMD EPYC" both for a CPU with AVX2 only (bf16 at 0.13x fp32) and for one with
+    avx512_bf16 (3.1x)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        fields: dict[str, str] = {}
+        for line in (cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()).splitlines():
+            name, _, value = line.partition(":")
+            if not name.strip():
+                break  # the first processor's block is enough
+            fields.setdefault(name.strip(), value.strip())
     except OSError:
-        pass
-    return os.uname().machine
+        return os.uname().machine
+    flags = set(fields.get("flags", "").split())
+    have = "+".join(f for f in _BF16_FLAGS if f in flags) or "-"
+    where = "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
+    return f"{fields.get('model name', os.uname().machine)} ({where}; {have})"
 
 
 def block_speedup(width: int, tokens: int = 128, rounds: int = 9) -> float:

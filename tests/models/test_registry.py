@@ -110,3 +110,16 @@ def test_auto_dtype_on_a_cpu_is_bf16_only_where_measured_to_pay(tmp_path):
         assert resolve_dtype("auto", cpu, 1536, tmp_path) == want
     assert resolve_dtype("float32", cpu, 1536, tmp_path) == torch.float32  # asked for: never calibrated
     assert BF16_MIN_WIDTH > 64
+
+
+def test_the_dtype_calibration_tells_apart_cpus_that_share_a_name():
+    from grm.models.placement import _cpu_name
+
+    def info(family: str, flags: str) -> str:
+        return (f"processor\t: 0\nmodel name\t: AMD EPYC\ncpu family\t: {family}\nmodel\t\t: 1\n"
+                f"stepping\t: 1\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\nmodel name\t: other\n")
+
+    avx2, bf16 = _cpu_name(info("23", "avx2")), _cpu_name(info("26", "avx2 avx512f avx512_bf16"))
+    assert avx2 == "AMD EPYC (23/1/1; avx2)"
+    assert bf16 == "AMD EPYC (26/1/1; avx2+avx512f+avx512_bf16)"
+    assert _cpu_name(info("26", "avx2")) != bf16  # same family, no bf16 kernels: measured apart
