@@ -35,6 +35,18 @@ QUESTION_TURN_WEIGHT = 0.5
 TURN_LABELS = frozenset({"user", "assistant"})  # how a harvested chat turn names its speakers: not its words
 MEANING_KINDS = ("evidence", "fact")  # grafts given a meaning vector (short turns; sections are routed by words)
 SAID_TOKENS = 2048  # at most this many tokens of turns read ahead of their storing (`GraftMemory.read_said`) kept
+KEY_TAIL_CHARS = 500  # a turn that will not be stored is keyed by at most its last this many characters
+
+
+def key_tail(words: str) -> str:
+    """The last KEY_TAIL_CHARS characters of `words`, begun at the first line start inside them
+    (else at the first space): what keys a long turn that is not stored (`GraftMemory.read_said`)."""
+    tail = words[-KEY_TAIL_CHARS:]
+    for sep in ("\n", " "):
+        cut = tail.find(sep)
+        if 0 <= cut < len(tail) - 1 and tail[cut + 1:].strip():
+            return tail[cut + 1:].strip()
+    return tail.strip()
 
 
 @dataclass(frozen=True)
@@ -229,14 +241,18 @@ class GraftMemory:
         self.store.put(self.tenant, KIND, gid, parent=parent, text=text, payload=payload, meta=meta)
         return self.get(gid)
 
-    def read_said(self, labelled: str, words: str) -> None:
+    def read_said(self, labelled: str, words: str, stored: bool = True) -> None:
         """Read a user's turn as it will be stored (`labelled`: the `words` with their speaker label,
         "User: <words>\n\n") alone after the sinks, once, before it is routed: the words' part of
         that read (the label and what follows the words left out, where they are tokens of their
         own) becomes the routing key QueryKeys gives for `words`, and the read is kept for
         `read_alone` to store, so the words are read neither alone for their key nor again for their
         graft. The last few reads are kept (SAID_TOKENS in all); one longer than that is not.
-        Words whose key is kept already (the same message sent again) are not read."""
+        Words whose key is kept already (the same message sent again) are not read.
+        `stored=False`: the turn will not be stored as a graft (a pasted document, stored as a
+        document instead), so the read is for its key alone, and a long one reads only its last
+        KEY_TAIL_CHARS characters (from a line start where they hold one: the question after the
+        pasted text): its key without reading the whole paste once more for it."""
         ex, tok, words = self.exact, self.lm.tokenizer, words.strip()
         at = labelled.rfind(words)
         if not words or at < 0:
@@ -244,13 +260,17 @@ class GraftMemory:
         config, word_ids = self.config.channels.dense, tok.encode(words)
         if ex.query_keys.known(word_ids, config):
             return
+        if not stored and len(words) > KEY_TAIL_CHARS:
+            tail = key_tail(words)
+            labelled = labelled[:at] + tail + labelled[at + len(words):]
+            words = tail
         ids, sinks = tok.encode(labelled), ex.sinks()
         kv = read_after_sinks(self.lm.model, sinks, ids)
         label, after = tok.encode(labelled[:at].rstrip()), tok.encode(labelled[at + len(words):])
         start = len(label) if label and ids[:len(label)] == label else 0
         end = len(ids) - len(after) if after and ids[-len(after):] == after else len(ids)
         ex.query_keys.put(word_ids, config, words_key(kv, (start, end), ex.dialect, sinks.tokens, config))
-        if len(ids) <= SAID_TOKENS:
+        if stored and len(ids) <= SAID_TOKENS:
             self._said[tuple(ids)] = kv
             while sum(k.tokens for k in self._said.values()) > SAID_TOKENS:
                 self._said.popitem(last=False)

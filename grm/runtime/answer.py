@@ -277,7 +277,9 @@ def _recall_routed(ctx: Context, prompt: str, recall: str) -> tuple[list[Routed]
     split = prompt.rfind("\n", 0, at) + 1 if at > 0 else 0  # 0: no history (a chat template's first
     # user message starts right after the sinks, which hold the template's head)
     if at >= 0:  # read as `Runtime.remember_exchange` stores it: one read, its key and its graft
-        ctx.grafts.read_said(USER_WORDS.format(text=recall.strip()), recall)
+        # (a pasted document is stored as a document, not as this graft: a bounded read, for its key)
+        ctx.grafts.read_said(USER_WORDS.format(text=recall.strip()), recall,
+                             stored=not ctx.policy().policy.pasted(recall))
     query, routed, got = route_memory(ctx, recall) if at >= 0 else (recall, [], None)
     # memory already in the prompt is not mounted again, and an earlier exchange that asked this
     # very message adds nothing but its old answer (an echo)

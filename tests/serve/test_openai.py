@@ -9,6 +9,8 @@ Expectations:
 4. max_tokens and stop are honoured.
 5. A chat with memory routed reads each text once per request: the latest message after the
    grafts (not again without them), the previous turn's unstored rest as the history it stores.
+6. A pasted document (stored as a document, not as the exchange's graft) is not read a second
+   time whole for the message's routing key: its last part is, once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 
 from grm.runtime.answer import prompt_blocks
 from grm.serve.prompts import render_chat
-from tests.conftest import forward_reads
+from tests.conftest import forward_reads, lorem
 from tests.serve.conftest import MODEL
 
 
@@ -174,3 +176,28 @@ def test_a_chat_with_memory_reads_each_text_once_per_request(fresh_server):
     history = seats(end1, p2[split1:split2])  # turn 1's last part, its reply, the next user marker
     end2 = history[-1][0] + len(history[-1][1])
     assert [x for x in calls if x[0] >= end1] == [*history, (end2 + fact2, tok.encode(p2[split2:]))]
+
+
+def test_a_pasted_document_is_keyed_by_its_last_part_not_read_whole_again(fresh_server):
+    """A served message that pastes a document and asks about it is read for its routing key
+    before it is answered. The document is stored as a document (sections), never as the
+    exchange's graft, so that read serves the key alone: it reads the message's last part
+    (`key_tail`, from a line start: the question), once, and not the whole paste a second time
+    (on Qwen2.5-Coder-1.5B in bf16, 14.4 s of a 2.7k-token message's first request in a new
+    server, whose answer otherwise came from memory in 0.4 s)."""
+    from grm.grafts.memory import KEY_TAIL_CHARS, key_tail
+    from grm.kv.forward import calls as spans
+
+    srv = fresh_server()
+    rt, c = srv.engine.rt, srv.client()
+    tok = rt.lm.tokenizer
+    said = lorem(12, seed=3) + "\nWhich harbor does the morning boat leave from?"
+    assert rt.policy_glue().policy.pasted(said) and len(said) > 2 * KEY_TAIL_CHARS
+    tail = key_tail(said)
+    assert said.endswith(tail) and len(tail) <= KEY_TAIL_CHARS and said[-len(tail) - 1] == "\n"
+    with forward_reads(rt) as calls:
+        chat(c, [{"role": "user", "content": said}], max_tokens=2)
+    read = [ids for _, ids in calls]
+    labelled, whole = tok.encode(f"User: {tail}\n\n"), tok.encode(f"User: {said}\n\n")
+    assert read.count([labelled[a:b] for a, b in spans(len(labelled))][0]) == 1  # the last part, once
+    assert whole[:spans(len(whole))[0][1]] not in read  # the labelled message is not read from its start
