@@ -29,7 +29,7 @@ from grm.exact.tier import HostTier
 from grm.grafts import GraftMemory, PagingConfig, Residency, RouteConfig, reread
 from grm.grafts.floor import DEFAULT_FLOOR, declarative, terms
 from grm.grafts.reread import Costs
-from grm.kv.forward import Reads, prefill, watch
+from grm.kv.forward import Reads, prefill, read_after_sinks, watch
 from grm.kv.place import HostBuffers
 from grm.models import LoadedModel, load_model
 from grm.route import Channels
@@ -55,6 +55,7 @@ from grm.store.tiering import UseLog
 log = logging.getLogger("grm")
 __all__ = ["Runtime", "question_text"]
 T = TypeVar("T")
+WARM_UP_TOKENS = 16  # the question-shaped read of `Runtime.warm_up`
 
 
 class Runtime:
@@ -149,6 +150,24 @@ class Runtime:
         if self._glue is None:
             self._glue = PolicyGlue(self.ctx, self.store)
         return self._glue
+
+    def warm_up(self) -> float:
+        """Bring the model up to the speed it answers at, before a long-lived process (`grm serve`)
+        says it is ready: the sinks' K/V (verified from the store, or computed and stored: every
+        request mounts them), then two reads after them, discarded: a few tokens (a question's
+        shape) and one (a decoding step's). A new process pages in its memory-mapped weights and
+        sets up the CPU's kernels during its first forward calls (0.08-0.17 s of a first forward on
+        Qwen2.5-Coder-1.5B in bf16, bench/results/first-forward-probe-session27.md; 0.0-0.14 s of a
+        served first request, within noise, serve-first-request-probe-session28.md); a one-shot
+        `grm ask` would only move that cost, so it does not call this. Not counted as reads.
+        Returns the seconds it took."""
+        t0 = time.perf_counter()
+        sinks = self.exact.sinks()
+        ids = self.lm.tokenizer.encode(PROBE_TEXT)[:WARM_UP_TOKENS]
+        with self.reads.paused():
+            for span in (ids, ids[:1]):
+                read_after_sinks(self.lm.model, sinks, span)
+        return time.perf_counter() - t0
 
     def mount_costs(self) -> Costs:
         """What mounting and re-reading a graft cost on this machine with this model, measured once

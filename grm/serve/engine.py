@@ -174,9 +174,11 @@ class Engine(Generations):
 
     # ----- the worker -------------------------------------------------------------------------
     def start(self, tenants: Iterable[str] = ()) -> "Engine":
-        """Build each of `tenants`' routing state (its fact and graft indexes, read from the store:
-        seconds at 10^4-10^5 facts), then start the worker: the first question of a served tenant
-        does not pay for it, and /readyz says ready only after it."""
+        """Warm the model up (`Runtime.warm_up`) and build each of `tenants`' routing state (its fact
+        and graft indexes, read from the store: seconds at 10^4-10^5 facts), then start the worker:
+        the first request, and the first question of a served tenant, do not pay for them, and
+        /readyz says ready only after them."""
+        log.info("model warmed up in %.2f s", self.rt.warm_up())
         for tenant in tenants:
             t0 = time.perf_counter()
             self.view(tenant).policy_glue().exclusions()

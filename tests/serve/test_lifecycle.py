@@ -233,3 +233,33 @@ def test_a_served_tenants_routing_state_is_built_before_the_server_is_ready(tmp_
         assert (facts.full_reads, grafts.full_reads) == (listed, 1)
     finally:
         bg.stop()
+
+
+def test_a_server_warms_its_model_up_before_it_is_ready(tmp_path, caplog):
+    """Engine.start reads through the model before /readyz says ready (Runtime.warm_up: the
+    sinks, then a question-shaped read and a decoding-shaped one, discarded), so a new server's
+    first request does not page in the weights. The discarded reads are no request's reads."""
+    import logging
+
+    from grm.runtime import Runtime
+    from grm.runtime.runtime import WARM_UP_TOKENS
+    from tests.serve.conftest import start
+
+    cache = Path(os.environ.get("GRM_CACHE", Path.home() / ".cache" / "grm"))
+    with Runtime.open(store=tmp_path / "store", cache_dir=cache, model=MODEL, threads=2) as rt:
+        rt.exact.sinks()  # stored: a later warm-up loads them instead of reading them
+    with Runtime.open(store=tmp_path / "store", cache_dir=cache, model=MODEL, threads=2) as rt:
+        calls: list[int] = []
+        hook = rt.lm.model.register_forward_pre_hook(
+            lambda _m, _a, kw: calls.append(int(kw["input_ids"].shape[1])), with_kwargs=True)
+        before = rt.reads.snapshot()
+        assert rt.warm_up() > 0
+        hook.remove()
+        assert calls == [WARM_UP_TOKENS, 1] and rt.reads.snapshot() == before
+    with caplog.at_level(logging.INFO, logger="grm"):
+        bg, srv = start(tmp_path)
+    try:
+        assert any(r.getMessage().startswith("model warmed up in") for r in caplog.records)
+        assert httpx.get(srv.url + "/readyz").json()["status"] == "ready"
+    finally:
+        bg.stop()
