@@ -185,8 +185,8 @@ def _codebook_bytes(q) -> int:
 
 def _memory_for_float64(model: torch.nn.Module, wait_s: float, log) -> bool:
     """Wait up to `wait_s` for MemAvailable (/proc/meminfo) to hold a float64 copy of the weights
-    beside the float32 ones (+1 GB); False if it never does (a shared machine: skip, never OOM)."""
-    need = sum(p.numel() for p in model.parameters()) * 4 + 2**30  # float32 -> float64 adds 4 B/weight
+    beside the ones loaded (+1 GB); False if it never does (a shared machine: skip, never OOM)."""
+    need = sum(p.numel() * (8 - p.element_size()) for p in model.parameters()) + 2**30  # the growth to float64
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -224,6 +224,7 @@ def main(args: argparse.Namespace) -> int:
     lm = load_model(args.model or DEFAULT_MODEL, cache_dir())
     model, tok = lm.model, lm.tokenizer
     dialect = dialect_for(model)
+    dtype = model.dtype  # what the table's pass runs in (`--dtype auto`: bf16 on a CPU where it pays)
     geometry = (dialect.n_layers, dialect.kv_heads, dialect.head_dim)
     fp16_per_token = dialect.n_layers * dialect.kv_heads * dialect.head_dim * 2 * FP16
     sinks = list(tok.sink_ids)
@@ -302,11 +303,12 @@ def main(args: argparse.Namespace) -> int:
                            "mean_nll_mixed": float(a.mean()), "mean_nll_stepwise": float(b.mean()),
                            "abs_delta_mean_nll": float((a.mean() - b.mean()).abs()),
                            "max_abs_delta_token_nll": float((a - b).abs().max()),
+                           # the table's pass, in `dtype` (the keys keep the name of the runs before bf16)
                            "float32_mixed_vs_float64_stepwise_abs_delta_mean_nll": float((m32.mean() - b.mean()).abs()),
                            "float32_mixed_vs_float64_stepwise_max_abs_delta_token_nll": float((m32 - b).abs().max())})
             log(f"check window {i}: |dNLL| = {checks[-1]['abs_delta_mean_nll']:.2e} (float64)")
     finally:
-        model.float()  # float32 -> float64 -> float32 is exact
+        model.to(dtype=dtype)  # float32 or bfloat16 -> float64 -> back is exact
     timings["stepwise_check_s"] = time.perf_counter() - t
 
     # 4. Bytes: real index streams of held-out windows through both codecs.
@@ -352,8 +354,8 @@ def main(args: argparse.Namespace) -> int:
         "mixed_vs_stepwise_lt_1e-4": all(c["abs_delta_mean_nll"] < 1e-4 for c in checks) if checks else None,
     }
     table = _table(rows, checks, codec, targets, plan, fp16_per_token, int4_bytes, exact_window_bytes, books,
-                   books16.stage_nbytes(), quick, lm.name, len(train_windows))
-    data = {"model": lm.name, "identity": lm.identity, "threads": threads, "quick": quick, "plan": plan,
+                   books16.stage_nbytes(), quick, lm.name, len(train_windows), _name(dtype))
+    data = {"model": lm.name, "dtype": _name(dtype), "identity": lm.identity, "threads": threads, "quick": quick, "plan": plan,
             "fp16_bytes_per_token": fp16_per_token, "int4_bytes_per_token": int4_bytes,
             "exact_window_tokens": window.sinks + window.recent, "eval_windows": len(eval_windows),
             "eval_tokens_scored": sum(x.numel() for x in nlls["exact"]),
@@ -398,15 +400,19 @@ def _target_lines(rows) -> list[str]:
     return out
 
 
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
 def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, books16_stage, quick, model: str,
-           train_windows: int) -> list[str]:
+           train_windows: int, dtype: str = "float32") -> list[str]:
     w = plan["window_tokens"]
     sized = "" if plan["full"] or quick else (
         f" REDUCED RUN (not the full one): {plan['eval_windows']} of the full run's {FULL['eval_windows']} held-out "
         f"windows, codebooks trained on {train_windows} windows (the full run: every full window of the training "
         f"articles, 50 on SmolLM2), the float64 check on {plan['check_windows']} window(s)"
         + (f" cut to their first {plan['check_tokens']} seats" if plan["check_tokens"] else "") + ".")
-    out = [f"{model}, {plan['eval_windows']} held-out windows of {w:,} seats (4 sinks + {w - 4:,} scored tokens), "
+    out = [f"{model} in {dtype}, {plan['eval_windows']} held-out windows of {w:,} seats (4 sinks + {w - 4:,} scored tokens), "
            f"exact window 4 + 32; codebooks k={books.config.k}, trained on {books.train.get('tokens')} tokens of "
            f"disjoint articles ({books.train.get('vectors_per_codebook')} vectors per codebook, {books.config.iters} "
            f"Lloyd rounds), stored {books.config.storage_dtype} ({books.stage_nbytes() / 1e6:.2f} MB per stage of "
@@ -432,9 +438,9 @@ def _table(rows, checks, codec, targets, plan, fp16, int4, exact_window, books, 
             "this shared machine, or --check-windows 0)." if not checks else
             "Mixed-source vs token-by-token reference (hybrid K4/V2, both in float64): " + "; ".join(
         f"window {c['window']} ({c['seats']} seats): |dNLL| = {c['abs_delta_mean_nll']:.1e} (max per token {c['max_abs_delta_token_nll']:.1e})"
-        for c in checks) + ". The float32 pass used for the table vs the float64 reference: " + "; ".join(
+        for c in checks) + f". The {dtype} pass used for the table vs the float64 reference: " + "; ".join(
         f"window {c['window']}: |dNLL| = {c['float32_mixed_vs_float64_stepwise_abs_delta_mean_nll']:.1e} (max per token "
-        f"{c['float32_mixed_vs_float64_stepwise_max_abs_delta_token_nll']:.1e})" for c in checks) + " - in float32 a "
+        f"{c['float32_mixed_vs_float64_stepwise_max_abs_delta_token_nll']:.1e})" for c in checks) + f" - in {dtype} a "
         "near-tied nearest-centroid choice can flip under rounding noise and the flip propagates to later tokens.",
         "", f"Targets: >= {TARGET_RATIO:.0f}x archive-only at <= +15% PPL: "
         f"{'met by ' + ', '.join(targets['methods_meeting_it']) if targets['methods_meeting_it'] else 'NOT met'}; "
