@@ -157,7 +157,7 @@ class Runtime:
         request mounts them), then two reads after them, discarded: a few tokens (a question's
         shape) and one (a decoding step's). A new process pages in its memory-mapped weights and
         sets up the CPU's kernels during its first forward calls (0.08-0.17 s of a first forward on
-        Qwen2.5-Coder-1.5B in bf16, bench/results/first-forward-probe-session27.md; 0.0-0.14 s of a
+        Qwen2.5-Coder-1.5B in bf16, bench/results/first-forward-probe-session27.md; -0.02 to 0.14 s of a
         served first request, within noise, serve-first-request-probe-session28.md); a one-shot
         `grm ask` would only move that cost, so it does not call this. Not counted as reads.
         Returns the seconds it took."""
